@@ -1,0 +1,39 @@
+# One entry point for users and CI. Every target creates or reuses .venv/ at the repository root.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.bot-grpo-verl-installed
+# Keep pip's cache inside the project, never in the user's home.
+export PIP_CACHE_DIR ?= $(CURDIR)/.cache/pip
+
+.PHONY: setup test lint bench check clean
+
+$(PY):
+	python3 -m venv $(VENV)
+
+# torch==2.13.0 first: it is the CPU wheel on this project's machines, and it satisfies the package's
+# torch range, so pip never pulls multi-GB CUDA wheels. The compat editable mode keeps the hydra
+# preset plugin (a namespace package) visible to hydra.
+$(STAMP): $(PY) setup.py pyproject.toml
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[test]" --config-settings editable_mode=compat
+	$(PY) -m bot_grpo_verl check
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+test: setup lint
+	$(PY) -m pytest -p no:cacheprovider
+
+check: setup
+	$(PY) -m bot_grpo_verl check
+
+bench: setup
+	$(PY) benchmarks/estimator_speed.py --out benchmarks/results/estimator_speed.json
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .hypothesis

@@ -1,0 +1,87 @@
+"""``python -m bot_grpo_verl check``: show whether verl sees the plugin, and why not if it does not."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import platform
+import sys
+import traceback
+from importlib.metadata import entry_points
+
+from bot_grpo_verl import ESTIMATOR_NAME, __version__
+
+
+def check() -> int:
+    """Print versions, the entry point, what verl has registered and any import error; 0 when all is well."""
+    from bot_grpo_verl.verl_compat import SUPPORTED_VERL, installed_verl_version
+
+    problems = []
+    print(f"bot-grpo-verl {__version__}  (python {platform.python_version()})")
+    verl_version = installed_verl_version()
+    print(f"verl          {verl_version or 'NOT INSTALLED'}  (supported: {SUPPORTED_VERL})")
+    try:
+        import torch
+
+        print(f"torch         {torch.__version__}")
+    except ImportError as error:
+        problems.append(f"torch cannot be imported: {error}")
+
+    ours = [ep for ep in entry_points(group="verl.plugins") if ep.value.startswith("bot_grpo_verl")]
+    print(f"entry point   {', '.join(f'{ep.name} = {ep.value}' for ep in ours) or 'MISSING'}")
+    if not ours:
+        problems.append("no 'verl.plugins' entry point of bot-grpo-verl: reinstall the package (pip install -e .)")
+
+    try:
+        import verl  # noqa: F401  (loads the verl.plugins entry points)
+        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+    except Exception:
+        problems.append("verl cannot be imported:\n" + traceback.format_exc())
+    else:
+        registered = ESTIMATOR_NAME in ADV_ESTIMATOR_REGISTRY
+        print(f"estimator     {ESTIMATOR_NAME}: {'registered' if registered else 'NOT REGISTERED'}")
+        if not registered:
+            try:
+                importlib.import_module("bot_grpo_verl.plugin")
+            except Exception:
+                problems.append("the plugin failed to load:\n" + traceback.format_exc())
+            else:
+                problems.append("the plugin loads but verl did not load it (is VERL_USE_EXTERNAL_PLUGINS set?)")
+
+    if not _preset_discoverable():
+        problems.append(
+            "hydra does not see the presets (+preset=bot_grpo): the package is installed through an editable "
+            "finder that hides namespace packages; reinstall with "
+            "'pip install -e . --config-settings editable_mode=compat' (or a regular install)"
+        )
+    else:
+        print("hydra preset  +preset=bot_grpo: available")
+
+    for problem in problems:
+        print(f"PROBLEM: {problem}", file=sys.stderr)
+    print("OK" if not problems else f"{len(problems)} problem(s)")
+    return 0 if not problems else 1
+
+
+def _preset_discoverable() -> bool:
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+    return any(
+        plugin.__module__.startswith("hydra_plugins.bot_grpo_verl")
+        for plugin in Plugins.instance().discover(SearchPathPlugin)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bot_grpo_verl", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("check", help="show versions, the plugin's registration and any import error")
+    args = parser.parse_args(argv)
+    if args.command == "check":
+        return check()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

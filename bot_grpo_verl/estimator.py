@@ -1,0 +1,242 @@
+"""The BoT-GRPO (Bag-of-Tokens Group Relative Policy Optimization) advantage estimator.
+
+Registered in verl's advantage-estimator registry as ``bot_grpo`` by :mod:`bot_grpo_verl.plugin`, so a
+recipe selects it with ``algorithm.adv_estimator=bot_grpo``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+
+WEIGHTINGS = ("inverse_length", "uniform")
+OUTCOME_BROADCASTS = ("auto", "always", "never")
+
+
+@dataclass(frozen=True)
+class BoTGRPOConfig:
+    r"""Options of the ``bot_grpo`` estimator, read from ``algorithm.bot_grpo`` of verl's config.
+
+    verl's config is in struct mode, so set them with a leading ``+`` on the command line
+    (``+algorithm.bot_grpo.weighting=uniform``) or through the shipped hydra preset
+    (``+preset=bot_grpo``). ``algorithm.norm_adv_by_std_in_grpo`` (verl's own key) is honoured as well.
+
+    Parameters:
+        weighting (`str`, *optional*, defaults to `"inverse_length"`):
+            How each valid token is weighted in its group's bag of rewards.
+            - `"inverse_length"`: weight ``1 / L_i`` (``L_i`` = valid tokens of its sequence), so every
+              non-empty sequence weighs exactly 1 whatever its length (the BoT-GRPO paper).
+            - `"uniform"`: weight 1 for every valid token, so long sequences dominate the group
+              statistics (an ablation that shows why the paper weights by ``1 / L_i``).
+        outcome_broadcast (`str`, *optional*, defaults to `"auto"`):
+            Whether a sequence's reward sum is first spread over all its valid tokens.
+            - `"auto"`: broadcast when the batch carries outcome rewards only, i.e. no row has a
+              nonzero reward before its last valid token and no row has more than one nonzero
+              reward (verl's reward managers write the score on the last token). BoT-GRPO then
+              equals verl's ``grpo`` exactly, which makes it a drop-in replacement.
+            - `"always"`: always broadcast (turns any dense reward into its sum, i.e. GRPO).
+            - `"never"`: never broadcast (a lone last-token reward stays a lone token reward).
+        epsilon (`float`, *optional*, defaults to `1e-6`):
+            Added to the group standard deviation before dividing, as in verl's GRPO
+            (DeepSeekMath, https://arxiv.org/abs/2402.03300).
+    """
+
+    weighting: str = "inverse_length"
+    outcome_broadcast: str = "auto"
+    epsilon: float = 1e-6
+
+    def __post_init__(self):
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"algorithm.bot_grpo.weighting={self.weighting!r} is not one of {list(WEIGHTINGS)}")
+        if self.outcome_broadcast not in OUTCOME_BROADCASTS:
+            raise ValueError(
+                f"algorithm.bot_grpo.outcome_broadcast={self.outcome_broadcast!r} "
+                f"is not one of {list(OUTCOME_BROADCASTS)}"
+            )
+        if not (isinstance(self.epsilon, int | float) and self.epsilon > 0):
+            raise ValueError(f"algorithm.bot_grpo.epsilon={self.epsilon!r} must be a positive number")
+
+    @classmethod
+    def from_algorithm_config(cls, config: Mapping | None) -> BoTGRPOConfig:
+        """Read the options from verl's ``algorithm`` config (``DictConfig``, ``AlgoConfig``, dict or None)."""
+        options = config.get("bot_grpo") if config is not None else None
+        if options is None:
+            return cls()
+        if not isinstance(options, Mapping):
+            raise ValueError(f"algorithm.bot_grpo must be a mapping of options, got {options!r}")
+        options = dict(options.items())
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown algorithm.bot_grpo option(s) {unknown}; allowed options are {allowed}")
+        return cls(**options)
+
+
+def group_ids(index: Any, device: torch.device) -> tuple[torch.Tensor, int]:
+    """Map group labels (verl passes a numpy object array of uid strings) to ids ``0..G-1``.
+
+    Returns the ids as a ``(B,)`` long tensor on ``device`` and ``G``, known on the host so that no
+    device-to-host sync is needed to size the per-group buffers.
+    """
+    labels = np.asarray(index)
+    if labels.dtype == object:
+        labels = labels.astype(str)
+    _, inverse = np.unique(labels.reshape(-1), return_inverse=True)
+    return torch.as_tensor(inverse.reshape(-1), dtype=torch.long, device=device), int(inverse.max(initial=-1)) + 1
+
+
+def _validate_inputs(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any) -> None:
+    if token_level_rewards.ndim != 2:
+        raise ValueError(
+            f"token_level_rewards must be (batch, response_length), got shape {tuple(token_level_rewards.shape)}"
+        )
+    if response_mask.shape != token_level_rewards.shape:
+        raise ValueError(
+            f"response_mask shape {tuple(response_mask.shape)} does not match "
+            f"token_level_rewards shape {tuple(token_level_rewards.shape)}"
+        )
+    if not token_level_rewards.is_floating_point():
+        raise ValueError(f"token_level_rewards must be a floating-point tensor, got {token_level_rewards.dtype}")
+    if index is None or len(index) != token_level_rewards.shape[0]:
+        got = None if index is None else len(index)
+        raise ValueError(f"index (group ids) has length {got}, expected one per row: {token_level_rewards.shape[0]}")
+
+
+def _raise_non_finite(token_level_rewards: torch.Tensor) -> None:
+    rows = torch.nonzero(~torch.isfinite(token_level_rewards).all(dim=-1)).flatten().tolist()
+    if rows:
+        raise ValueError(f"token_level_rewards holds non-finite values (NaN or inf) in rows {rows[:20]}")
+    raise ValueError("token_level_rewards overflow: their squares are not finite in float32; rescale the rewards")
+
+
+def compute_bot_grpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    config: Mapping | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""
+    Compute the BoT-GRPO advantage: group-relative normalisation over the bag of all token rewards.
+
+    For the rows of one group g (rows sharing an ``index`` value), with ``L_i = sum_t m[i,t]``:
+
+        w[i,t]  = m[i,t] / L_i   (``inverse_length``)  or  m[i,t]   (``uniform``);  rows with L_i = 0
+                  get weight 0 and zero advantage
+        W_g     = sum_{i in g, t} w[i,t]      (= number of non-empty rows for ``inverse_length``)
+        \mu_g   = sum w[i,t] r[i,t] / W_g
+        \sigma_g^2 = sum w[i,t] (r[i,t] - \mu_g)^2 / (W_g - 1)
+        A[i,t]  = m[i,t] (r[i,t] - \mu_g) / (\sigma_g + \epsilon)     (or without the division when
+                  ``norm_adv_by_std_in_grpo`` is False, Dr.GRPO style)
+
+    A group with a single non-empty row uses \mu = 0, \sigma = 1 (verl's GRPO convention). With outcome
+    rewards only, each row's reward sum is first broadcast to its valid tokens (see
+    :class:`BoTGRPOConfig`), and the result equals verl's ``grpo``. Statistics are accumulated in
+    float32 (or float64 for float64 rewards) around a shift taken from each group's own rewards, so a
+    group whose tokens share one reward gets exactly zero advantage.
+
+    Args:
+        token_level_rewards: `(torch.Tensor)`
+            shape is (bs, response_length); one reward per response token
+        response_mask: `(torch.Tensor)`
+            shape is (bs, response_length); 1 for tokens that take part (generated tokens), 0 for
+            padding and, in multi-turn rollouts, tool output
+        index: `(np.ndarray)`
+            shape is (bs,); group ids (verl's ``uid`` strings), one group per prompt
+        config: `(Optional[AlgoConfig])`
+            verl's ``algorithm`` config; reads ``norm_adv_by_std_in_grpo`` and ``bot_grpo.*``
+
+    Returns:
+        advantages: `(torch.Tensor)`
+            shape is (bs, response_length)
+        returns: `(torch.Tensor)`
+            shape is (bs, response_length); equal to the advantages, as for verl's GRPO
+    """
+    options = BoTGRPOConfig.from_algorithm_config(config)
+    norm_adv_by_std = bool(config.get("norm_adv_by_std_in_grpo", True)) if config is not None else True
+    _validate_inputs(token_level_rewards, response_mask, index)
+
+    with torch.no_grad():
+        device = token_level_rewards.device
+        dtype = torch.promote_types(token_level_rewards.dtype, torch.float32)
+        rewards = token_level_rewards.to(dtype)
+        mask = response_mask.to(dtype)
+        group, num_groups = group_ids(index, device)
+        response_length = rewards.shape[1]
+
+        lengths = mask.sum(dim=-1)
+        non_empty = lengths > 0
+        positions = torch.arange(response_length, device=device, dtype=dtype)
+        # One (B, T) buffer serves every step and finally holds the advantages: on CPU a fresh large
+        # allocation per step costs more than the arithmetic.
+        work = torch.mul(mask, positions, out=torch.empty_like(rewards))
+        last_valid = work.amax(dim=-1) if response_length else lengths
+        last_reward = rewards.gather(1, last_valid.long().unsqueeze(1)).squeeze(1) if response_length else lengths
+        scores = rewards.sum(dim=-1)
+
+        if options.outcome_broadcast == "always":
+            broadcast = torch.ones((), dtype=torch.bool, device=device)
+        elif options.outcome_broadcast == "never":
+            broadcast = torch.zeros((), dtype=torch.bool, device=device)
+        else:
+            is_nonzero = torch.ne(rewards, 0, out=work)
+            nonzeros = is_nonzero.sum(dim=-1)
+            nonzero_at = is_nonzero @ positions  # the position of a row's only nonzero reward
+            outcome_like = (nonzeros == 0) | ((nonzeros == 1) & (nonzero_at >= last_valid))
+            broadcast = outcome_like.all()
+
+        # Shift every token by a reward taken from its own group, so that the sums below stay well
+        # conditioned and a group of equal rewards gives exactly zero deviations.
+        anchor = torch.where(broadcast, scores, last_reward).masked_fill(~non_empty, -torch.inf)
+        group_shift = torch.zeros(num_groups, dtype=dtype, device=device).scatter_reduce(
+            0, group, anchor, reduce="amax", include_self=False
+        )
+        group_shift = group_shift.nan_to_num(neginf=0.0)
+        row_shift = group_shift[group]
+        centered = torch.sub(rewards, row_shift.unsqueeze(1), out=work).mul_(mask)
+        dense_sum = centered.sum(dim=-1)
+        dense_sum_sq = torch.linalg.vector_norm(centered, dim=-1).square()
+        if not bool(torch.isfinite(torch.stack([scores, dense_sum_sq])).all()):
+            _raise_non_finite(token_level_rewards)
+
+        # Per row: mean deviation from the shift and sum of squared deviations from the row mean
+        # (zero for broadcast rows); rows are then pooled with Chan's parallel formula.
+        row_length = lengths.clamp(min=1)
+        row_mean = torch.where(broadcast, scores - row_shift, dense_sum / row_length)
+        row_m2 = torch.where(
+            broadcast, torch.zeros_like(dense_sum), dense_sum_sq - dense_sum * (dense_sum / row_length)
+        )
+        if options.weighting == "inverse_length":
+            row_weight = non_empty.to(dtype) / row_length
+            row_mass = non_empty.to(dtype)
+        else:
+            row_weight = non_empty.to(dtype)
+            row_mass = lengths
+
+        def per_group(values: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(num_groups, dtype=dtype, device=device).index_add_(0, group, values)
+
+        group_rows = per_group(non_empty.to(dtype))
+        group_mass = per_group(row_mass)
+        group_offset = per_group(row_mass * row_mean) / group_mass.clamp(min=1)
+        between = row_mean - group_offset[group]
+        group_m2 = per_group(row_weight * row_m2.clamp(min=0) + row_mass * between * between)
+        group_std = (group_m2 / (group_mass - 1).clamp(min=1)).sqrt()
+
+        single = group_rows <= 1
+        group_mean = torch.where(single, torch.zeros_like(group_shift), group_shift + group_offset)
+        if norm_adv_by_std:
+            group_scale = torch.where(single, torch.ones_like(group_std), group_std) + options.epsilon
+        else:
+            group_scale = torch.ones_like(group_std)
+
+        # A = m (r - mu) / s = centered / s + m (shift - mu) / s, with the broadcast rows written as
+        # m (score - mu) / s; every choice is made per row, so the (B, T) work is two in-place passes.
+        row_scale = group_scale[group]
+        row_bias = torch.where(broadcast, scores, row_shift).sub_(group_mean[group]).div_(row_scale)
+        row_factor = torch.where(broadcast, torch.zeros_like(row_scale), row_scale.reciprocal())
+        advantages = centered.mul_(row_factor.unsqueeze(1)).addcmul_(mask, row_bias.unsqueeze(1))
+    return advantages, advantages

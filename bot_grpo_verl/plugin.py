@@ -1,0 +1,37 @@
+"""The ``verl.plugins`` entry point: registers BoT-GRPO with verl on ``import verl``.
+
+verl swallows exceptions raised while loading plugins (a debug log only), so a failure here is
+printed to stderr in every process that imports verl and re-raised; ``python -m bot_grpo_verl check``
+imports this module again to show the whole traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bot_grpo_verl import ESTIMATOR_NAME
+
+
+def register() -> None:
+    """Register the ``bot_grpo`` advantage estimator through verl's own ``register_adv_est``."""
+    from bot_grpo_verl.verl_compat import check_verl_version
+
+    check_verl_version()
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
+
+    from bot_grpo_verl.estimator import compute_bot_grpo_advantage
+
+    if ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME) is not compute_bot_grpo_advantage:
+        register_adv_est(ESTIMATOR_NAME)(compute_bot_grpo_advantage)
+
+
+try:
+    register()
+except Exception as error:
+    print(
+        f"bot-grpo-verl: ERROR: could not register with verl ({type(error).__name__}: {error}). "
+        "'algorithm.adv_estimator=bot_grpo' will be unknown to verl; run 'python -m bot_grpo_verl check'.",
+        file=sys.stderr,
+        flush=True,
+    )
+    raise

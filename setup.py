@@ -1,0 +1,50 @@
+"""bot-grpo-verl: BoT-GRPO (Bag-of-Tokens GRPO) as a verl plugin.
+
+Installing this distribution next to verl is all a user does: verl loads the ``verl.plugins`` entry
+point on ``import verl`` and ``algorithm.adv_estimator=bot_grpo`` becomes available to every recipe.
+"""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+ROOT = Path(__file__).parent
+VERSION = (ROOT / "bot_grpo_verl" / "VERSION").read_text().strip()
+
+setup(
+    name="bot-grpo-verl",
+    version=VERSION,
+    description="BoT-GRPO (Bag-of-Tokens GRPO) for verl: token-level rewards, one hydra key",
+    long_description=(ROOT / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    # hydra_plugins is a namespace package shared with other hydra plugins: no __init__.py of ours.
+    packages=find_packages(include=["bot_grpo_verl", "bot_grpo_verl.*"]) + ["hydra_plugins.bot_grpo_verl"],
+    package_data={"bot_grpo_verl": ["VERSION", "config/*/*.yaml"]},
+    include_package_data=True,
+    install_requires=[
+        # verl is pinned to the minor release we test against; the plugin checks it again at load time.
+        "verl>=0.9.1,<0.10",
+        # A range, not a pin: `make` installs the CPU wheel torch==2.13.0 first so that pip never
+        # pulls CUDA wheels on a CPU machine; GPU users keep the torch their verl image ships.
+        "torch>=2.6",
+        "transformers>=4.51",
+        "hydra-core>=1.3.2,<1.4",
+        "ray>=2.41",
+        "numpy",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6", "matplotlib>=3.8"],
+        "gpu": ["vllm>=0.10"],
+    },
+    entry_points={
+        "verl.plugins": ["bot_grpo = bot_grpo_verl.plugin"],
+        "console_scripts": ["bot-grpo-verl = bot_grpo_verl.__main__:main"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "License :: OSI Approved :: Apache Software License",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,55 @@
+"""An independent, loop-based BoT-GRPO written straight from the spec (float64, one row at a time)."""
+
+import math
+from collections import defaultdict
+
+import torch
+
+
+def reference_bot_grpo(
+    rewards, mask, index, *, weighting="inverse_length", norm_by_std=True, outcome_broadcast="auto", eps=1e-6
+):
+    rewards = rewards.double().tolist()
+    mask = mask.double().tolist()
+    batch = len(rewards)
+
+    def is_outcome_like(row, row_mask):
+        valid = [t for t, m in enumerate(row_mask) if m]
+        last = valid[-1] if valid else 0
+        nonzero = [t for t, value in enumerate(row) if value != 0]
+        return len(nonzero) <= 1 and all(t >= last for t in nonzero)
+
+    broadcast = outcome_broadcast == "always" or (
+        outcome_broadcast == "auto" and all(is_outcome_like(rewards[i], mask[i]) for i in range(batch))
+    )
+    if broadcast:
+        rewards = [[sum(rewards[i]) * m for m in mask[i]] for i in range(batch)]
+
+    members = defaultdict(list)
+    for i in range(batch):
+        members[index[i]].append(i)
+
+    advantages = [[0.0] * len(mask[i]) for i in range(batch)]
+    for rows in members.values():
+        bag = []  # (weight, reward) pairs of the whole group
+        non_empty = 0
+        for i in rows:
+            length = sum(mask[i])
+            if length == 0:
+                continue
+            non_empty += 1
+            for t, m in enumerate(mask[i]):
+                if m:
+                    bag.append((1.0 / length if weighting == "inverse_length" else 1.0, rewards[i][t]))
+        if non_empty <= 1:
+            mean, std = 0.0, 1.0
+        else:
+            total = sum(w for w, _ in bag)
+            mean = sum(w * r for w, r in bag) / total
+            std = math.sqrt(sum(w * (r - mean) ** 2 for w, r in bag) / (total - 1))
+        for i in rows:
+            for t, m in enumerate(mask[i]):
+                if m:
+                    centered = rewards[i][t] - mean
+                    advantages[i][t] = centered / (std + eps) if norm_by_std else centered
+    return torch.tensor(advantages, dtype=torch.float64)

@@ -1,0 +1,169 @@
+"""The plugin through the real installed verl: dispatch, V1 path, hydra, discovery, loud failures."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from reference import reference_bot_grpo
+from test_estimator import random_batch
+from verl import DataProto
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+from verl.trainer.ppo.ray_trainer import compute_advantage
+from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+from bot_grpo_verl import verl_compat
+from bot_grpo_verl.estimator import compute_bot_grpo_advantage
+
+
+def verl_config(*overrides):
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        return compose("ppo_trainer", overrides=list(overrides))
+
+
+def data_proto(rewards, mask, index):
+    return DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": mask},
+        non_tensors={"uid": index},
+    )
+
+
+def test_verl_resolves_the_estimator_by_name():
+    assert get_adv_estimator_fn("bot_grpo") is compute_bot_grpo_advantage
+
+
+@pytest.mark.parametrize("weighting", ["inverse_length", "uniform"])
+def test_verl_compute_advantage_dispatches_to_bot_grpo(weighting):
+    config = verl_config("+preset=bot_grpo", f"algorithm.bot_grpo.weighting={weighting}").algorithm
+    rewards, mask, index = random_batch(torch.Generator().manual_seed(7))
+    data = compute_advantage(data_proto(rewards, mask, index), adv_estimator=config.adv_estimator, config=config)
+    expected = reference_bot_grpo(rewards, mask, index, weighting=weighting)
+    torch.testing.assert_close(data.batch["advantages"].double(), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(data.batch["returns"], data.batch["advantages"])
+
+
+def test_verl_v1_multi_trajectory_path_gives_the_reference():
+    config = verl_config("algorithm.adv_estimator=bot_grpo", "algorithm.norm_adv_by_std_in_grpo=false").algorithm
+    rewards, mask, index = random_batch(torch.Generator().manual_seed(8))
+    batch_keys = [f"{uid}_0_{row}" for row, uid in enumerate(index)]  # V1's {uid}_{session}_{index}
+    data = compute_advantage_for_multi_trajectories(
+        data_proto(rewards, mask, index),
+        batch_keys=batch_keys,
+        adv_estimator=config.adv_estimator,
+        norm_adv_by_std_in_grpo=config.norm_adv_by_std_in_grpo,
+        config=config,
+    )
+    expected = reference_bot_grpo(rewards, mask, index, norm_by_std=False)
+    torch.testing.assert_close(data.batch["advantages"].double(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_hydra_plus_syntax_sets_options_on_verls_struct_config():
+    config = verl_config(
+        "algorithm.adv_estimator=bot_grpo",
+        "+algorithm.bot_grpo.weighting=uniform",
+        "+algorithm.bot_grpo.outcome_broadcast=never",
+    ).algorithm
+    assert config.adv_estimator == "bot_grpo"
+    rewards, mask, index = random_batch(torch.Generator().manual_seed(9))
+    advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, config)
+    expected = reference_bot_grpo(rewards, mask, index, weighting="uniform", outcome_broadcast="never")
+    torch.testing.assert_close(advantages.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_hydra_preset_sets_the_estimator_and_its_defaults():
+    config = verl_config("+preset=bot_grpo").algorithm
+    assert config.adv_estimator == "bot_grpo"
+    assert dict(config.bot_grpo) == {"weighting": "inverse_length", "outcome_broadcast": "auto", "epsilon": 1e-6}
+
+
+def test_an_unknown_option_from_hydra_is_a_clear_error():
+    config = verl_config("+preset=bot_grpo", "+algorithm.bot_grpo.normalise=true").algorithm
+    with pytest.raises(ValueError, match=r"unknown algorithm.bot_grpo option\(s\) \['normalise'\]"):
+        compute_bot_grpo_advantage(torch.zeros(2, 2), torch.ones(2, 2), np.array(["a", "a"]), config)
+
+
+def run_python(code, **env):
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
+
+
+def test_a_fresh_interpreter_that_only_imports_verl_resolves_bot_grpo():
+    result = run_python(
+        "import verl\n"
+        "from verl.trainer.ppo.core_algos import get_adv_estimator_fn\n"
+        "print(get_adv_estimator_fn('bot_grpo').__module__)"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "bot_grpo_verl.estimator"
+
+
+def test_a_ray_worker_process_resolves_bot_grpo():
+    import tempfile
+
+    import ray
+
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    ray.init(num_cpus=1, include_dashboard=False, _temp_dir=temp_dir, log_to_driver=False)
+    try:
+
+        @ray.remote
+        def resolve_in_worker():
+            import verl  # noqa: F401
+            from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+            return os.getpid(), get_adv_estimator_fn("bot_grpo").__module__
+
+        pid, module = ray.get(resolve_in_worker.remote(), timeout=120)
+    finally:
+        ray.shutdown()
+    assert pid != os.getpid()
+    assert module == "bot_grpo_verl.estimator"
+
+
+def test_a_broken_plugin_is_loud_although_verl_swallows_the_error():
+    # Poison one of our modules, then import verl as any recipe would.
+    result = run_python(
+        "import sys; sys.modules['bot_grpo_verl.estimator'] = None\n"
+        "import verl\n"
+        "from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY\n"
+        "print('bot_grpo' in ADV_ESTIMATOR_REGISTRY)"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+    assert "bot-grpo-verl: ERROR: could not register with verl" in result.stderr
+    assert "python -m bot_grpo_verl check" in result.stderr
+
+
+def test_check_command_reports_a_healthy_install():
+    result = subprocess.run(
+        [sys.executable, "-m", "bot_grpo_verl", "check"], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "bot_grpo: registered" in result.stdout
+    assert "verl          0.9.1" in result.stdout
+    assert result.stdout.strip().endswith("OK")
+
+
+def test_check_command_shows_why_the_plugin_failed():
+    result = run_python(
+        "import sys; sys.modules['bot_grpo_verl.estimator'] = None\n"
+        "from bot_grpo_verl.__main__ import main; sys.exit(main(['check']))"
+    )
+    assert result.returncode == 1
+    assert "NOT REGISTERED" in result.stdout
+    assert "the plugin failed to load" in result.stderr and "ModuleNotFoundError" in result.stderr
+
+
+@pytest.mark.parametrize("found", ["0.9.0", "0.10.0", None])
+def test_an_unsupported_verl_is_refused_with_the_supported_range(monkeypatch, found):
+    monkeypatch.setattr(verl_compat, "installed_verl_version", lambda: found)
+    with pytest.raises(verl_compat.VerlVersionError, match=r"verl>=0.9.1,<0.10|verl<0.10,>=0.9.1"):
+        verl_compat.check_verl_version()
+
+
+def test_the_installed_verl_is_supported():
+    assert verl_compat.check_verl_version() == "0.9.1"
