@@ -33,6 +33,11 @@ setup(
         "hydra-core>=1.3.2,<1.4",
         "ray>=2.41",
         "numpy",
+        # verl 0.9.1 imports these on its default (V1, TransferQueue) trainer path without declaring them.
+        "transferqueue>=0.1.11",
+        "cachetools",
+        "fastapi",
+        "uvicorn",
     ],
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6", "matplotlib>=3.8"],
