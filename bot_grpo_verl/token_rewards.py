@@ -17,6 +17,7 @@ spans, the form that compilers, parsers and PRM step splitters naturally produce
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,7 +61,9 @@ def parse_reward_result(result, text_length: int) -> TokenRewardResult:
     """
     if not isinstance(result, Mapping):
         if isinstance(result, bool) or not isinstance(result, int | float):
-            raise ValueError(f"a reward function must return a float or a dict with 'score', got {type(result).__name__}")
+            raise ValueError(
+                f"a reward function must return a float or a dict with 'score', got {type(result).__name__}"
+            )
         return TokenRewardResult(score=_finite(result, "score"))
     if "score" not in result:
         raise ValueError(f"the returned dict has no 'score' key (keys: {sorted(result)})")
@@ -94,7 +97,7 @@ def parse_reward_result(result, text_length: int) -> TokenRewardResult:
     for key, value in result.items():
         if key in RESERVED_KEYS:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if not isinstance(value, numbers.Real):
             raise ValueError(f"extra key {key!r} must be a scalar number (verl averages it), got {value!r}")
         extra[key] = float(value)
     return TokenRewardResult(score=score, spans=spans, token_rewards=token_rewards, extra=extra)

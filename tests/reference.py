@@ -53,3 +53,45 @@ def reference_bot_grpo(
                     centered = rewards[i][t] - mean
                     advantages[i][t] = centered / (std + eps) if norm_by_std else centered
     return torch.tensor(advantages, dtype=torch.float64)
+
+
+def reference_char_ends(tokenizer, ids):
+    """Characters decoded after each token, by decoding every prefix (quadratic, independent of the
+    incremental method); None where the prefix ends inside a character (U+FFFD at the end)."""
+    ends = []
+    for k in range(1, len(ids) + 1):
+        prefix = tokenizer.decode(ids[:k], skip_special_tokens=True)
+        ends.append(None if prefix.endswith("\ufffd") else len(prefix))
+    return ends
+
+
+def reference_token_values(tokenizer, ids, spans, default):
+    """One value per token: a token owns the characters its prefix decode added (a token ending inside a
+    character owns the characters the completing token adds); the span holding most of them wins, the
+    later span on ties, ``default`` when uncovered characters are the majority or there are none."""
+    ends = reference_char_ends(tokenizer, ids)
+    values, start, pending = [], 0, []
+    owned = {}
+    for k, end in enumerate(ends):
+        pending.append(k)
+        if end is None:
+            continue
+        for j in pending:
+            owned[j] = range(start, end)
+        pending, start = [], end
+    for k in range(len(ids)):
+        chars = owned.get(k, range(0))
+        tally = {}
+        for c in chars:
+            holder = None
+            for number, (a, b, _) in enumerate(spans):
+                if a <= c < b:
+                    holder = number  # later spans own shared characters
+            tally[holder] = tally.get(holder, 0) + 1
+        covered = {h: n for h, n in tally.items() if h is not None}
+        if not covered:
+            values.append(default)
+            continue
+        best = max(covered, key=lambda h: (covered[h], h))
+        values.append(spans[best][2] if covered[best] > tally.get(None, 0) else default)
+    return values

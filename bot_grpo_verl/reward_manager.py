@@ -1,0 +1,247 @@
+"""``bot_token``: a verl reward manager that turns a reward function's spans into dense token rewards.
+
+It calls the user's ``compute_score`` exactly as verl's ``naive`` manager does (sync or async, same
+arguments), checks the result against the contract of :mod:`bot_grpo_verl.token_rewards`, aligns it
+to the response tokens (:mod:`bot_grpo_verl.alignment`) and returns the outcome score as a
+:class:`TokenRewardScore`: a float that carries the per-token rewards. verl moves it like any score;
+:mod:`bot_grpo_verl.verl_compat` and :meth:`BoTTokenRewardManager.assemble_rm_scores` write it into
+``rm_scores`` densely, which verl hands to the estimator as ``token_level_rewards``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+from verl import DataProto
+from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
+from verl.utils.reward_score import default_compute_score
+
+from bot_grpo_verl.alignment import token_char_ranges, token_values_from_spans
+from bot_grpo_verl.token_rewards import parse_reward_result
+
+REWARD_MANAGER_NAME = "bot_token"
+
+
+class TokenRewardScore(float):
+    """An outcome score (its float value) that carries one reward per response token.
+
+    verl's agent loop stores a sample's reward as a float and writes it on the last token; a
+    ``TokenRewardScore`` passes through the same code unchanged and lets the plugin write the dense
+    rewards instead. Anything that reads it as a plain float sees the outcome score.
+    """
+
+    token_rewards: tuple[float, ...]
+
+    def __new__(cls, score: float, token_rewards):
+        value = super().__new__(cls, score)
+        value.token_rewards = tuple(float(reward) for reward in token_rewards)
+        return value
+
+    def __reduce__(self):
+        return TokenRewardScore, (float(self), self.token_rewards)
+
+
+@dataclass(frozen=True)
+class TokenRewardConfig:
+    """Options of the ``bot_token`` reward manager, read from ``reward.bot_token`` of verl's config.
+
+    Parameters:
+        clip_range (`list[float]` or `None`, *optional*, defaults to `None`):
+            ``[low, high]`` bounds applied to every final token reward. The BoT-GRPO paper finds that
+            clean, bounded, stable token rewards beat richer but noisier ones; bound unbounded scorers
+            (a PRM's logits, a count of lint errors) here. `None` leaves them as returned.
+        outcome_weight (`float`, *optional*, defaults to `0.0`):
+            Mixes the outcome score into every token: ``r_t <- (1 - w) r_t + w * score``. ``0`` keeps
+            the token rewards, ``1`` gives every token the outcome (GRPO through ``bot_grpo``).
+    """
+
+    clip_range: tuple[float, float] | None = None
+    outcome_weight: float = 0.0
+
+    def __post_init__(self):
+        if self.clip_range is not None:
+            if len(self.clip_range) != 2 or not self.clip_range[0] <= self.clip_range[1]:
+                raise ValueError(
+                    f"reward.bot_token.clip_range must be [low, high] with low <= high, got {self.clip_range}"
+                )
+            object.__setattr__(self, "clip_range", (float(self.clip_range[0]), float(self.clip_range[1])))
+        if not 0.0 <= self.outcome_weight <= 1.0:
+            raise ValueError(f"reward.bot_token.outcome_weight must be in [0, 1], got {self.outcome_weight}")
+
+    @classmethod
+    def from_reward_config(cls, reward_config: Mapping | None) -> TokenRewardConfig:
+        options = reward_config.get("bot_token") if reward_config is not None else None
+        if options is None:
+            return cls()
+        options = dict(options.items())
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown reward.bot_token option(s) {unknown}; allowed options are {allowed}")
+        if options.get("clip_range") is not None:
+            options["clip_range"] = tuple(options["clip_range"])
+        return cls(**options)
+
+
+def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardConfig) -> tuple[np.ndarray, dict]:
+    """Turn a reward function's return value into one reward per response token.
+
+    Args:
+        result: what the reward function returned (float or dict, see :mod:`bot_grpo_verl.token_rewards`).
+        tokenizer: the policy's tokenizer.
+        response_ids: the valid response token ids, shape (L,).
+        options: clipping and outcome mixing.
+
+    Returns:
+        rewards: float64 array of shape (L,).
+        info: scalar logs: ``score``, ``token_reward_mean``, ``span_coverage`` (fraction of tokens
+            whose value came from a span or ``token_rewards``) and the function's extra keys.
+    """
+    text, ranges = token_char_ranges(tokenizer, response_ids)
+    parsed = parse_reward_result(result, len(text))
+    length = len(ranges)
+    if parsed.token_rewards is not None:
+        if len(parsed.token_rewards) != length:
+            raise ValueError(f"'token_rewards' has {len(parsed.token_rewards)} values for {length} response tokens")
+        rewards = np.asarray(parsed.token_rewards, dtype=np.float64)
+        covered = np.ones(length, dtype=bool)
+    elif parsed.spans:
+        rewards = token_values_from_spans(ranges, parsed.spans, np.nan, len(text))
+        covered = ~np.isnan(rewards)
+        rewards = np.where(covered, rewards, parsed.score)
+    else:
+        rewards = np.full(length, parsed.score)
+        covered = np.zeros(length, dtype=bool)
+
+    rewards = (1.0 - options.outcome_weight) * rewards + options.outcome_weight * parsed.score
+    if options.clip_range is not None:
+        rewards = np.clip(rewards, *options.clip_range)
+    info = {
+        **parsed.extra,
+        "score": parsed.score,
+        "token_reward_mean": float(rewards.mean()) if length else parsed.score,
+        "span_coverage": float(covered.mean()) if length else 0.0,
+    }
+    return rewards, info
+
+
+class BoTTokenRewardManager(RewardManagerBase):
+    """Dense token rewards from a verl reward function that returns spans or token rewards.
+
+    Select it with ``reward.reward_manager.name=bot_token`` (the ``+preset=bot_grpo`` preset does).
+    Options: ``reward.bot_token.*`` (:class:`TokenRewardConfig`).
+
+    To bring your own token scorer (a PRM served elsewhere, a linter, a test runner), subclass it and
+    override :meth:`score_response`; everything else keeps verl's calling convention. Load the subclass
+    with ``reward.reward_manager.source=importlib reward.reward_manager.module.path=FILE
+    reward.reward_manager.name=CLASS``.
+    """
+
+    def __init__(self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None):
+        _refuse_unsupported_trainer(config)
+        super().__init__(config, tokenizer, compute_score)
+        self.compute_score = compute_score or default_compute_score
+        self.is_async_reward_score = inspect.iscoroutinefunction(self.compute_score)
+        self.options = TokenRewardConfig.from_reward_config(config.get("reward"))
+        self.extra_reward_kwargs = (
+            {"reward_router_address": reward_router_address, "reward_model_tokenizer": reward_model_tokenizer}
+            if reward_router_address is not None
+            else {}
+        )
+
+    async def score_response(
+        self, *, data_source: str, solution_str: str, ground_truth: Any, extra_info: dict, response_ids: list[int]
+    ):
+        """Score one response: return a float or a dict with ``score`` plus ``spans`` or ``token_rewards``.
+
+        The default calls the configured reward function (``reward.custom_reward_function``) the way
+        verl's ``naive`` manager does. ``response_ids`` are the valid response token ids, for scorers
+        that work on tokens.
+        """
+        kwargs = dict(
+            data_source=data_source,
+            solution_str=solution_str,
+            ground_truth=ground_truth,
+            extra_info=extra_info,
+            **self.extra_reward_kwargs,
+        )
+        if self.is_async_reward_score:
+            return await self.compute_score(**kwargs)
+        return await self.loop.run_in_executor(None, lambda: self.compute_score(**kwargs))
+
+    async def run_single(self, data: DataProto) -> dict:
+        data_item = data[-1]  # several outputs of one session: the reward belongs to the last one
+        response_ids = data_item.batch["responses"]
+        valid_length = int(data_item.batch["attention_mask"][-response_ids.shape[-1] :].sum())
+        valid_response_ids = response_ids[:valid_length].tolist()
+        data_source = data_item.non_tensor_batch["data_source"]
+        ground_truth = data_item.non_tensor_batch["reward_model"]["ground_truth"]
+        extra_info = dict(data_item.non_tensor_batch.get("extra_info", {}) or {})
+        tool_extra_fields = data_item.non_tensor_batch.get("tool_extra_fields", None)
+        if tool_extra_fields is not None:
+            extra_info.update(tool_extra_fields.items())
+        extra_info["num_turns"] = data_item.non_tensor_batch.get("__num_turns__", None)
+        extra_info["rollout_reward_scores"] = data_item.non_tensor_batch.get("reward_scores", {})
+
+        sample = f"sample uid={data_item.non_tensor_batch.get('uid', '?')} data_source={data_source!r}"
+        try:
+            text = await self.loop.run_in_executor(
+                None, lambda: self.tokenizer.decode(valid_response_ids, skip_special_tokens=True)
+            )
+            result = await self.score_response(
+                data_source=data_source,
+                solution_str=text,
+                ground_truth=ground_truth,
+                extra_info=extra_info,
+                response_ids=valid_response_ids,
+            )
+            rewards, info = await self.loop.run_in_executor(
+                None, lambda: dense_token_rewards(result, self.tokenizer, valid_response_ids, self.options)
+            )
+        except Exception as error:
+            raise RuntimeError(f"bot_token reward failed for {sample}: {type(error).__name__}: {error}") from error
+        return {"reward_score": TokenRewardScore(info["score"], rewards), "reward_extra_info": info}
+
+    @classmethod
+    def assemble_rm_scores(cls, data: DataProto, scores: list[float]) -> torch.Tensor:
+        """Write each sample's token rewards from its first response position (colocated reward path).
+
+        Args:
+            data: the batch given to :meth:`run_single`, with ``prompts``, ``responses`` and
+                ``attention_mask`` (prompts, then right-padded responses).
+            scores: one :class:`TokenRewardScore` per sample.
+
+        Returns:
+            ``rm_scores`` of shape (len(data), response_length), float32.
+        """
+        rm_scores = torch.zeros_like(data.batch["responses"], dtype=torch.float32)
+        prompt_length = data.batch["prompts"].size(1)
+        valid_lengths = data.batch["attention_mask"][:, prompt_length:].sum(dim=1).tolist()
+        for row, (score, length) in enumerate(zip(scores, valid_lengths, strict=True)):
+            rewards = getattr(score, "token_rewards", None)
+            if rewards is None or len(rewards) != length:
+                raise ValueError(
+                    f"sample {row}: expected {length} token rewards from the bot_token manager, got "
+                    f"{None if rewards is None else len(rewards)}"
+                )
+            rm_scores[row, :length] = torch.tensor(rewards, dtype=torch.float32)
+        return rm_scores
+
+
+def _refuse_unsupported_trainer(config) -> None:
+    """Token rewards reach the estimator only on verl's V1 trainer; refuse the others at start-up."""
+    if "async_training" in config:
+        raise RuntimeError(
+            "the bot_token reward manager does not support verl's fully-async trainer: its agent loop keeps "
+            "only a last-token reward. Use the default V1 trainer (python -m verl.trainer.main_ppo)."
+        )
+    if not config.trainer.get("use_v1", True):
+        raise RuntimeError(
+            "the bot_token reward manager does not support verl's legacy trainer (trainer.use_v1=False): it "
+            "keeps only a last-token reward. Use the default V1 trainer (trainer.use_v1=True)."
+        )

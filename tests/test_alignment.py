@@ -1,0 +1,149 @@
+"""Character spans to generated tokens, for two tokenizer families, against a quadratic reference."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import reference_char_ends, reference_token_values
+from tokenizer_fixtures import TOKENIZERS
+
+from bot_grpo_verl.alignment import token_char_ranges, token_values_from_spans
+from bot_grpo_verl.token_rewards import line_spans, parse_reward_result, split_steps, step_spans
+
+TEXTS = [
+    "Hello world!\n\nconst x = <div>ok</div>;",
+    "naïve 🧪 漢字 end",  # characters unseen in training: split into byte pieces
+    "a ≠ b and 数学 🚀",
+    "Step 1: add 12 and 30.\n\nStep 2: divide.\n\nThe answer is \\boxed{21}.",
+    "   leading spaces and trailing   ",
+]
+
+
+@pytest.fixture(params=sorted(TOKENIZERS))
+def tokenizer(request):
+    return TOKENIZERS[request.param]()
+
+
+def encode(tokenizer, text, eos=True):
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return ids + [tokenizer.eos_token_id] if eos else ids
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_ranges_match_prefix_decoding(tokenizer, text):
+    ids = encode(tokenizer, text)
+    decoded, ranges = token_char_ranges(tokenizer, ids)
+    assert decoded == tokenizer.decode(ids, skip_special_tokens=True)
+    for k, end in enumerate(reference_char_ends(tokenizer, ids)):
+        if end is not None:
+            assert ranges[k, 1] == end, (k, tokenizer.convert_ids_to_tokens(ids[k]))
+    assert ranges[-1, 0] == ranges[-1, 1] == len(decoded)  # EOS: no characters
+    assert np.all(np.diff(ranges[:, 1]) >= 0) and np.all(ranges[:, 0] <= ranges[:, 1])
+
+
+def test_a_character_split_across_tokens_is_shared_by_them(tokenizer):
+    text = "x 🧪 y"
+    ids = encode(tokenizer, text, eos=False)
+    decoded, ranges = token_char_ranges(tokenizer, ids)
+    emoji = decoded.index("🧪")
+    holders = [k for k in range(len(ids)) if ranges[k, 0] <= emoji < ranges[k, 1]]
+    assert len(holders) >= 2  # the emoji's UTF-8 bytes come from several tokens
+    assert all(ranges[k, 1] == emoji + 1 for k in holders)
+
+
+def test_special_tokens_in_the_middle_get_no_characters(tokenizer):
+    ids = encode(tokenizer, "one", eos=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    ids += encode(tokenizer, " two", eos=True)
+    decoded, ranges = token_char_ranges(tokenizer, ids)
+    assert decoded == tokenizer.decode(ids, skip_special_tokens=True)
+    special = ids.index(tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    assert ranges[special, 0] == ranges[special, 1]
+
+
+def test_a_response_cut_inside_a_character_keeps_its_bytes():
+    tokenizer = TOKENIZERS["byte_level_bpe"]()
+    ids = encode(tokenizer, "ok 🧪", eos=False)[:-1]  # drop the emoji's last byte token
+    decoded, ranges = token_char_ranges(tokenizer, ids)
+    assert decoded.endswith("\ufffd") and ranges[-1, 1] == len(decoded)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_span_values_follow_the_majority_rule(tokenizer, text):
+    ids = encode(tokenizer, text)
+    decoded, ranges = token_char_ranges(tokenizer, ids)
+    # spans with boundaries inside tokens, one overlap, and gaps
+    n = len(decoded)
+    spans = [(0, n // 3, 1.0), (n // 4, n // 2 + 1, -2.0), (2 * n // 3, n, 0.5)]
+    expected = reference_token_values(tokenizer, ids, spans, default=7.0)
+    np.testing.assert_allclose(token_values_from_spans(ranges, spans, 7.0, n), expected)
+
+
+def test_a_span_boundary_inside_a_token_gives_the_token_to_the_larger_share():
+    tokenizer = TOKENIZERS["byte_level_bpe"]()
+    ids = tokenizer.encode("Hello", add_special_tokens=False)  # H | e | ll | o
+    decoded, ranges = token_char_ranges(tokenizer, ids)
+    assert [decoded[a:b] for a, b in ranges] == ["H", "e", "ll", "o"]
+    values = token_values_from_spans(ranges, [(0, 3, 1.0), (3, 5, -1.0)], 0.0, len(decoded))
+    np.testing.assert_array_equal(values, [1.0, 1.0, -1.0, -1.0])  # 'll' splits 1:1, the later span wins
+    values = token_values_from_spans(ranges, [(0, 2, 1.0)], 9.0, len(decoded))
+    np.testing.assert_array_equal(values, [1.0, 1.0, 9.0, 9.0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab c\n数🧪ïé<>{}")), min_size=1, max_size=40), st.data())
+def test_spans_tiling_the_text_give_every_token_with_characters_a_span_value(text, data):
+    tokenizer = TOKENIZERS[data.draw(st.sampled_from(sorted(TOKENIZERS)))]()
+    ids = encode(tokenizer, text)
+    decoded, ranges = token_char_ranges(tokenizer, ids)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(decoded)), max_size=5))) | {0, len(decoded)})
+    spans = [(a, b, float(number + 1)) for number, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))]
+    values = token_values_from_spans(ranges, spans, -100.0, len(decoded))
+    has_characters = ranges[:, 1] > ranges[:, 0]
+    assert np.all(values[has_characters] > 0) and np.all(values[~has_characters] == -100.0)
+    assert len(values) == len(ids)  # one value per response token, none outside the response
+
+
+# ---------------------------------------------------------------- the contract
+
+
+def test_parse_accepts_floats_and_dicts_and_keeps_scalar_extras():
+    assert parse_reward_result(0.5, 10).score == 0.5
+    parsed = parse_reward_result({"score": 1, "spans": [(0, 2, -1.0)], "acc": True, "n": 3}, 10)
+    assert parsed.spans == ((0, 2, -1.0),) and parsed.extra == {"acc": 1.0, "n": 3.0}
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        ({"spans": []}, "no 'score' key"),
+        ({"score": float("nan")}, "score is not finite"),
+        ({"score": 1.0, "spans": [(3, 2, 1.0)]}, r"span 0 .* out of range or reversed"),
+        ({"score": 1.0, "spans": [(0, 11, 1.0)]}, r"out of range .* <= 10"),
+        ({"score": 1.0, "spans": [(0, 2)]}, r"span 0 must be \(char_start, char_end, value\)"),
+        ({"score": 1.0, "spans": [(0, 2, float("inf"))]}, "span 0 value is not finite"),
+        ({"score": 1.0, "token_rewards": [1.0, float("nan")]}, r"token_rewards\[1\] is not finite"),
+        ({"score": 1.0, "spans": [], "token_rewards": []}, "not both"),
+        ({"score": 1.0, "details": [1, 2]}, "extra key 'details' must be a scalar"),
+        ("1.0", "must return a float or a dict"),
+    ],
+)
+def test_parse_rejects_bad_results_with_a_clear_error(result, message):
+    with pytest.raises(ValueError, match=message):
+        parse_reward_result(result, 10)
+
+
+def test_split_steps_tiles_the_text():
+    text = "\n\nStep 1: a\n\nStep 2: b\n\n\n\n  \n\nAnswer: 3\n\n"
+    ranges = split_steps(text)
+    assert [text[a:b] for a, b in ranges] == ["\n\nStep 1: a\n\n", "Step 2: b\n\n\n\n", "  \n\nAnswer: 3\n\n"]
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    assert step_spans(text, [1, 2, 3]) == [(a, b, float(v)) for (a, b), v in zip(ranges, [1, 2, 3], strict=True)]
+    with pytest.raises(ValueError, match="2 step values for 3 steps"):
+        step_spans(text, [1, 2])
+
+
+def test_line_spans_cover_each_line_with_its_newline():
+    assert line_spans("ab\ncd\ne", [1, 2, 3]) == [(0, 3, 1.0), (3, 6, 2.0), (6, 7, 3.0)]
+    with pytest.raises(ValueError, match="1 line values for 2 lines"):
+        line_spans("a\nb", [1])
