@@ -99,8 +99,9 @@ def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardCon
 
     Returns:
         rewards: float64 array of shape (L,).
-        info: scalar logs: ``score``, ``token_reward_mean``, ``span_coverage`` (fraction of tokens
-            whose value came from a span or ``token_rewards``) and the function's extra keys.
+        info: scalar logs: ``score``, ``acc`` (the score, unless the function returns its own),
+            ``token_reward_mean``, ``span_coverage`` (fraction of tokens whose value came from a span or
+            ``token_rewards``) and the function's extra keys.
     """
     text, ranges = token_char_ranges(tokenizer, response_ids)
     parsed = parse_reward_result(result, len(text))
@@ -122,6 +123,7 @@ def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardCon
     if options.clip_range is not None:
         rewards = np.clip(rewards, *options.clip_range)
     info = {
+        "acc": parsed.score,  # verl's validation reports "acc" as its core metric when present
         **parsed.extra,
         "score": parsed.score,
         "token_reward_mean": float(rewards.mean()) if length else parsed.score,
