@@ -7,14 +7,17 @@ recipe selects it with ``algorithm.adv_estimator=bot_grpo``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from bot_grpo_verl.options import options_from_config
+
 WEIGHTINGS = ("inverse_length", "uniform")
 OUTCOME_BROADCASTS = ("auto", "always", "never")
+CREDITS = ("token", "return_to_go")
 
 
 @dataclass(frozen=True)
@@ -43,11 +46,20 @@ class BoTGRPOConfig:
         epsilon (`float`, *optional*, defaults to `1e-6`):
             Added to the group standard deviation before dividing, as in verl's GRPO
             (DeepSeekMath, https://arxiv.org/abs/2402.03300).
+        credit (`str`, *optional*, defaults to `"token"`):
+            How a token is credited once the bag is normalised.
+            - `"token"`: each token keeps its own normalised reward (BoT-GRPO).
+            - `"return_to_go"`: each token gets the mean normalised reward of itself and every later
+              valid token of its response, ``A[i,t] = sum_{s>=t} m A~[i,s] / sum_{s>=t} m`` (an ablation
+              in the spirit of DeepSeekMath's process-supervised GRPO, which credits a step with the sum
+              of the normalised rewards of the steps that follow; the mean keeps a token advantage's
+              scale and still equals GRPO for sequence-level rewards).
     """
 
     weighting: str = "inverse_length"
     outcome_broadcast: str = "auto"
     epsilon: float = 1e-6
+    credit: str = "token"
 
     def __post_init__(self):
         if self.weighting not in WEIGHTINGS:
@@ -57,23 +69,15 @@ class BoTGRPOConfig:
                 f"algorithm.bot_grpo.outcome_broadcast={self.outcome_broadcast!r} "
                 f"is not one of {list(OUTCOME_BROADCASTS)}"
             )
+        if self.credit not in CREDITS:
+            raise ValueError(f"algorithm.bot_grpo.credit={self.credit!r} is not one of {list(CREDITS)}")
         if not (isinstance(self.epsilon, int | float) and self.epsilon > 0):
             raise ValueError(f"algorithm.bot_grpo.epsilon={self.epsilon!r} must be a positive number")
 
     @classmethod
     def from_algorithm_config(cls, config: Mapping | None) -> BoTGRPOConfig:
         """Read the options from verl's ``algorithm`` config (``DictConfig``, ``AlgoConfig``, dict or None)."""
-        options = config.get("bot_grpo") if config is not None else None
-        if options is None:
-            return cls()
-        if not isinstance(options, Mapping):
-            raise ValueError(f"algorithm.bot_grpo must be a mapping of options, got {options!r}")
-        options = dict(options.items())
-        allowed = [f.name for f in fields(cls)]
-        unknown = sorted(set(options) - set(allowed))
-        if unknown:
-            raise ValueError(f"unknown algorithm.bot_grpo option(s) {unknown}; allowed options are {allowed}")
-        return cls(**options)
+        return options_from_config(cls, config, "bot_grpo", "algorithm.bot_grpo")
 
 
 def group_ids(index: Any, device: torch.device) -> tuple[torch.Tensor, int]:
@@ -89,7 +93,7 @@ def group_ids(index: Any, device: torch.device) -> tuple[torch.Tensor, int]:
     return torch.as_tensor(inverse.reshape(-1), dtype=torch.long, device=device), int(inverse.max(initial=-1)) + 1
 
 
-def _validate_inputs(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any) -> None:
+def validate_inputs(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any) -> None:
     if token_level_rewards.ndim != 2:
         raise ValueError(
             f"token_level_rewards must be (batch, response_length), got shape {tuple(token_level_rewards.shape)}"
@@ -106,7 +110,7 @@ def _validate_inputs(token_level_rewards: torch.Tensor, response_mask: torch.Ten
         raise ValueError(f"index (group ids) has length {got}, expected one per row: {token_level_rewards.shape[0]}")
 
 
-def _raise_non_finite(token_level_rewards: torch.Tensor) -> None:
+def raise_non_finite(token_level_rewards: torch.Tensor) -> None:
     rows = torch.nonzero(~torch.isfinite(token_level_rewards).all(dim=-1)).flatten().tolist()
     if rows:
         raise ValueError(f"token_level_rewards holds non-finite values (NaN or inf) in rows {rows[:20]}")
@@ -157,7 +161,7 @@ def compute_bot_grpo_advantage(
     """
     options = BoTGRPOConfig.from_algorithm_config(config)
     norm_adv_by_std = bool(config.get("norm_adv_by_std_in_grpo", True)) if config is not None else True
-    _validate_inputs(token_level_rewards, response_mask, index)
+    validate_inputs(token_level_rewards, response_mask, index)
 
     with torch.no_grad():
         device = token_level_rewards.device
@@ -200,7 +204,7 @@ def compute_bot_grpo_advantage(
         dense_sum = centered.sum(dim=-1)
         dense_sum_sq = torch.linalg.vector_norm(centered, dim=-1).square()
         if not bool(torch.isfinite(torch.stack([scores, dense_sum_sq])).all()):
-            _raise_non_finite(token_level_rewards)
+            raise_non_finite(token_level_rewards)
 
         # Per row: mean deviation from the shift and sum of squared deviations from the row mean
         # (zero for broadcast rows); rows are then pooled with Chan's parallel formula.
@@ -239,4 +243,11 @@ def compute_bot_grpo_advantage(
         row_bias = torch.where(broadcast, scores, row_shift).sub_(group_mean[group]).div_(row_scale)
         row_factor = torch.where(broadcast, torch.zeros_like(row_scale), row_scale.reciprocal())
         advantages = centered.mul_(row_factor.unsqueeze(1)).addcmul_(mask, row_bias.unsqueeze(1))
+        if options.credit == "return_to_go":
+            advantages = suffix_sum(advantages) / suffix_sum(mask).clamp(min=1) * mask
     return advantages, advantages
+
+
+def suffix_sum(values: torch.Tensor) -> torch.Tensor:
+    """``out[i, t] = sum_{s >= t} values[i, s]`` for a (B, T) tensor."""
+    return values.flip(-1).cumsum(-1).flip(-1)

@@ -11,8 +11,8 @@ to the response tokens (:mod:`bot_grpo_verl.alignment`) and returns the outcome 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
 from bot_grpo_verl.alignment import token_char_ranges, token_values_from_spans
+from bot_grpo_verl.options import options_from_config
 from bot_grpo_verl.token_rewards import parse_reward_result
 
 REWARD_MANAGER_NAME = "bot_token"
@@ -65,7 +66,11 @@ class TokenRewardConfig:
 
     def __post_init__(self):
         if self.clip_range is not None:
-            if len(self.clip_range) != 2 or not self.clip_range[0] <= self.clip_range[1]:
+            if (
+                not isinstance(self.clip_range, Sequence)
+                or len(self.clip_range) != 2
+                or not self.clip_range[0] <= self.clip_range[1]
+            ):
                 raise ValueError(
                     f"reward.bot_token.clip_range must be [low, high] with low <= high, got {self.clip_range}"
                 )
@@ -75,17 +80,7 @@ class TokenRewardConfig:
 
     @classmethod
     def from_reward_config(cls, reward_config: Mapping | None) -> TokenRewardConfig:
-        options = reward_config.get("bot_token") if reward_config is not None else None
-        if options is None:
-            return cls()
-        options = dict(options.items())
-        allowed = [f.name for f in fields(cls)]
-        unknown = sorted(set(options) - set(allowed))
-        if unknown:
-            raise ValueError(f"unknown reward.bot_token option(s) {unknown}; allowed options are {allowed}")
-        if options.get("clip_range") is not None:
-            options["clip_range"] = tuple(options["clip_range"])
-        return cls(**options)
+        return options_from_config(cls, reward_config, "bot_token", "reward.bot_token")
 
 
 def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardConfig) -> tuple[np.ndarray, dict]:

@@ -95,3 +95,36 @@ def reference_token_values(tokenizer, ids, spans, default):
         best = max(covered, key=lambda h: (covered[h], h))
         values.append(spans[best][2] if covered[best] > tally.get(None, 0) else default)
     return values
+
+
+def reference_suffix_mean(advantages, mask):
+    """Return-to-go credit: each valid token gets the mean advantage of itself and the later valid tokens."""
+    out = torch.zeros_like(advantages, dtype=torch.float64)
+    for i in range(advantages.shape[0]):
+        for t in range(advantages.shape[1]):
+            if mask[i, t]:
+                later = [float(advantages[i, s]) for s in range(t, advantages.shape[1]) if mask[i, s]]
+                out[i, t] = sum(later) / len(later)
+    return out
+
+
+def reference_pure(rewards, mask, index, temperature):
+    """PURE from its definition: softmin weights, min-form return-to-go, leave-one-out baseline."""
+    rewards, mask = rewards.double().tolist(), mask.tolist()
+    returns = []
+    for row, row_mask in zip(rewards, mask, strict=True):
+        valid = [t for t, m in enumerate(row_mask) if m]
+        z = [math.exp(-row[t] / temperature) for t in valid]
+        weight = {t: value / sum(z) for t, value in zip(valid, z, strict=True)}
+        returns.append(
+            [sum(weight[s] * row[s] for s in valid if s >= t) if row_mask[t] else 0.0 for t in range(len(row))]
+        )
+    totals = [
+        r[next((t for t, m in enumerate(mk) if m), 0)] if any(mk) else 0.0 for r, mk in zip(returns, mask, strict=True)
+    ]
+    advantages = []
+    for i, row in enumerate(returns):
+        others = [totals[j] for j in range(len(returns)) if j != i and index[j] == index[i] and any(mask[j])]
+        baseline = sum(others) / len(others) if others else 0.0
+        advantages.append([(value - baseline) if mask[i][t] else 0.0 for t, value in enumerate(row)])
+    return torch.tensor(advantages, dtype=torch.float64), torch.tensor(returns, dtype=torch.float64)

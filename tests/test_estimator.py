@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
-from reference import reference_bot_grpo
+from reference import reference_bot_grpo, reference_suffix_mean
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
 from bot_grpo_verl.estimator import BoTGRPOConfig, compute_bot_grpo_advantage
@@ -251,3 +251,21 @@ def test_empty_batch_and_zero_length_responses():
     assert empty.shape == (0, 5)
     no_tokens, _ = compute_bot_grpo_advantage(torch.zeros(3, 0), torch.zeros(3, 0), np.array(list("aab"), dtype=object))
     assert no_tokens.shape == (3, 0)
+
+
+# ---------------------------------------------------------------- return-to-go credit (ablation)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_return_to_go_credit_is_the_suffix_mean_of_token_advantages(seed):
+    rewards, mask, index = random_batch(torch.Generator().manual_seed(seed))
+    advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, algorithm_config(credit="return_to_go"))
+    expected = reference_suffix_mean(reference_bot_grpo(rewards, mask, index), mask)
+    torch.testing.assert_close(advantages.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_return_to_go_credit_equals_grpo_on_outcome_rewards():
+    rewards, mask, index = random_batch(torch.Generator().manual_seed(4), dense=False, gaps=False, empty_rows=False)
+    ours, _ = compute_bot_grpo_advantage(rewards, mask, index, algorithm_config(credit="return_to_go"))
+    theirs, _ = compute_grpo_outcome_advantage(rewards, mask, index)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
