@@ -20,7 +20,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     # hydra_plugins is a namespace package shared with other hydra plugins: no __init__.py of ours.
-    packages=find_packages(include=["bot_grpo_verl", "bot_grpo_verl.*"]) + ["hydra_plugins.bot_grpo_verl"],
+    packages=find_packages(include=["bot_grpo_verl", "bot_grpo_verl.*", "reward_models"])
+    + ["hydra_plugins.bot_grpo_verl"],
     package_data={"bot_grpo_verl": ["VERSION", "config/*/*.yaml"]},
     include_package_data=True,
     install_requires=[
@@ -38,6 +39,8 @@ setup(
         "cachetools",
         "fastapi",
         "uvicorn",
+        # reward_models/math_prm.py: the final answer is checked with math-verify (antlr 4.9.3, as hydra pins).
+        "math-verify[antlr4_9_3]>=0.9,<1",
     ],
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6", "matplotlib>=3.8"],

@@ -1,0 +1,374 @@
+"""Math reward for verl: process reward model (PRM) steps plus a math-verify outcome, as token-level spans.
+
+Use from any verl recipe::
+
+    reward.custom_reward_function.path=reward_models/math_prm.py
+    reward.custom_reward_function.name=compute_score
+    +reward.custom_reward_function.reward_kwargs.prm_model=/models/Qwen2.5-Math-PRM-7B
+    +reward.custom_reward_function.reward_kwargs.prm_trust_remote_code=true
+
+:func:`compute_score` splits the response into steps (``step_separator``, default a blank line), scores
+each step with a PRM (:mod:`reward_models.prm`), checks the final answer against ``ground_truth`` with
+math-verify, and returns ``{"score": outcome, "spans": [...], ...}``: each step's characters carry the
+step's value, the final answer's characters the outcome value (see :class:`MathPRMConfig` for the exact
+scheme). It is synchronous and thread safe; verl calls it concurrently from its executor threads.
+"""
+
+# No ``from __future__ import annotations``: verl's loader does not register this module in sys.modules,
+# and dataclasses look string annotations up there (AttributeError at load time).
+import logging
+import re
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+# verl loads this file by path (importlib spec, not as a package member), so its sibling modules are
+# imported through the repository root, put on sys.path once.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
+
+from bot_grpo_verl.token_rewards import Span, split_steps  # noqa: E402
+from reward_models.prm import (  # noqa: E402
+    AGGREGATIONS,
+    BACKENDS,
+    ENDPOINT_APIS,
+    FORMAT_NAMES,
+    ScorerSettings,
+    aggregate,
+    get_scorer,
+    to_values,
+)
+
+MISSING_GROUND_TRUTH = ("error", "process_only")
+# Arguments verl itself adds to a custom reward function's call; accepted and not used.
+VERL_CALL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+# A final answer longer than this is not handed to math-verify (parsing cost) and counts as unparseable.
+MAX_ANSWER_CHARS = 1000
+# math-verify's timeouts use signal.alarm, which works in the main thread only.
+MATH_VERIFY_TIMEOUT_S = 5
+
+BOXED = "\\boxed{"
+NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class MathPRMConfig:
+    r"""Options of :func:`compute_score`, passed as verl's
+    ``+reward.custom_reward_function.reward_kwargs.<name>=<value>``.
+
+    Token values (``g`` = the probability map, ``o`` = the outcome value, ``lambda`` = ``outcome_weight``):
+    step k's P(correct) ``p_k`` becomes ``v_k = g(p_k)``, then :func:`reward_models.prm.aggregate`
+    (``aggregation``) turns ``v`` into ``a``; step k's characters carry ``(1 - lambda) a_k + lambda o``, the
+    final answer's characters carry ``o = g(1)`` if math-verify accepts it and ``g(0)`` otherwise, and
+    ``score = o``. Every value is then clipped to ``[-clip, clip]`` when ``clip`` is set.
+
+    Parameters:
+        prm_format (`str`, *optional*, defaults to `"qwen"`):
+            The PRM's input format and head: `"qwen"` (Qwen2.5-Math-PRM, arXiv:2501.07301: `<extra_0>`
+            after each step, 2-label head), `"math_shepherd"` (Math-Shepherd, arXiv:2312.08935: ` ки` after
+            each step, causal LM logits over `+`/`-`), `"pure"` (PURE, arXiv:2504.15275: `\n` after each
+            step, 2-label token classification). See :mod:`reward_models.prm`.
+        prm_backend (`str`, *optional*, defaults to `"local"`):
+            `"local"`: a `transformers` model in each reward worker process; `"endpoint"`: a vLLM server.
+        prm_model (`str`, *optional*):
+            Checkpoint directory (or hub name already in the local cache) of the local PRM.
+        prm_tokenizer (`str`, *optional*, defaults to `prm_model`):
+            The PRM's tokenizer; required with `prm_backend="endpoint"` (token ids are sent to the server).
+        prm_trust_remote_code (`bool`, *optional*, defaults to `False`):
+            Load remote code; Qwen2.5-Math-PRM needs `true` (its head ships as code).
+        prm_device (`str`, *optional*, defaults to `"auto"`): torch device of the local PRM; `"auto"`: CUDA if
+            available, else CPU.
+        prm_dtype (`str`, *optional*, defaults to `"auto"`): `"auto"` (bfloat16 on CUDA, float32 on CPU) or a
+            torch dtype name.
+        prm_batch_size (`int`, *optional*, defaults to `16`):
+            Most responses per PRM call; concurrent verl calls are gathered into batches up to this size.
+        prm_max_tokens (`int`, *optional*, defaults to the local model's `max_position_embeddings`):
+            PRM input length cap; steps past it are not scored (their characters get `score`) and
+            `truncated` is 1. No cap for endpoints unless set.
+        prm_step_tag (`str`, *optional*, defaults to the format's tag): text whose tokens follow each step.
+        prm_endpoint (`str`, *optional*): base URL of the vLLM server, e.g. `http://prm-host:8000`.
+        prm_endpoint_api (`str`, *optional*, defaults to `"pooling"`):
+            `"pooling"` (vLLM's `/pooling`, one row per token or per step tag) or `"classify"` (vLLM's
+            `/classify`, one request item per step prefix).
+        prm_endpoint_model (`str`, *optional*): the `model` field of requests (vLLM's served model name).
+        prm_timeout_s (`float`, *optional*, defaults to `30.0`): timeout of each HTTP socket operation.
+        prm_retries (`int`, *optional*, defaults to `2`): retries after a failed HTTP attempt (not after 4xx).
+        prm_backoff_s (`float`, *optional*, defaults to `0.5`): wait before retry k is `prm_backoff_s * 2**k`.
+        step_separator (`str`, *optional*, defaults to `"\n\n"`):
+            Steps are the text between runs of this separator (`bot_grpo_verl.token_rewards.split_steps`).
+        question_key (`str`, *optional*, defaults to `"question"`):
+            Key of `extra_info` holding the problem text shown to the PRM (verl does not pass the prompt to
+            reward functions); missing: the PRM sees the steps without a question.
+        symmetric (`bool`, *optional*, defaults to `True`):
+            `g(p) = 2p - 1` in [-1, 1] (PURE's p(+) - p(-)), so a doubtful step (p = 0.5) is worth 0 and
+            wrong steps are penalised; `False`: `g(p) = p` in [0, 1].
+        aggregation (`str`, *optional*, defaults to `"step"`):
+            `"step"`: each step its own value; `"min"`: step k gets the min over steps k.. (PURE's min-form
+            credit assignment); `"softmin"`: PURE's softmin-weighted form of it (see `softmin_temperature`).
+        softmin_temperature (`float`, *optional*, defaults to `0.1`):
+            Temperature of `"softmin"` (PURE's default 0.1); smaller is closer to the min.
+        outcome_weight (`float`, *optional*, defaults to `0.5`):
+            `lambda` in [0, 1], the outcome's share in each step's value: 0 gives pure PRM steps (the
+            answer tokens still carry the outcome), 1 gives every token the outcome (GRPO's signal). Mixing
+            anchors the PRM, which PURE shows can be reward-hacked on its own.
+        clip (`float`, *optional*, defaults to `None`):
+            Bound every value to [-clip, clip] (the values already lie in [-1, 1], or [0, 1] with
+            `symmetric=False`; a smaller bound trades resolution for stability).
+        max_response_chars (`int`, *optional*, defaults to `65536`):
+            Only the first characters of a longer response are split and scored; the rest is covered by
+            no span (its tokens get `score`) and `truncated` is 1. The final answer is looked for in the
+            whole response.
+        missing_ground_truth (`str`, *optional*, defaults to `"error"`):
+            A ground truth that is None or blank: `"error"` raises `ValueError`; `"process_only"` scores
+            the steps only (`outcome_weight` treated as 0, no answer span) and sets
+            `score = min(step values)` (PURE's min-form return; `g(0)` when no step is scored).
+    """
+
+    prm_format: str = "qwen"
+    prm_backend: str = "local"
+    prm_model: str | None = None
+    prm_tokenizer: str | None = None
+    prm_trust_remote_code: bool = False
+    prm_device: str = "auto"
+    prm_dtype: str = "auto"
+    prm_batch_size: int = 16
+    prm_max_tokens: int | None = None
+    prm_step_tag: str | None = None
+    prm_endpoint: str | None = None
+    prm_endpoint_api: str = "pooling"
+    prm_endpoint_model: str | None = None
+    prm_timeout_s: float = 30.0
+    prm_retries: int = 2
+    prm_backoff_s: float = 0.5
+    step_separator: str = "\n\n"
+    question_key: str = "question"
+    symmetric: bool = True
+    aggregation: str = "step"
+    softmin_temperature: float = 0.1
+    outcome_weight: float = 0.5
+    clip: float | None = None
+    max_response_chars: int = 65536
+    missing_ground_truth: str = "error"
+
+    def __post_init__(self):
+        choices = {
+            "prm_format": FORMAT_NAMES,
+            "prm_backend": BACKENDS,
+            "prm_endpoint_api": ENDPOINT_APIS,
+            "aggregation": AGGREGATIONS,
+            "missing_ground_truth": MISSING_GROUND_TRUTH,
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not one of {list(allowed)}")
+        checks = {
+            "prm_batch_size": self.prm_batch_size >= 1,
+            "prm_max_tokens": self.prm_max_tokens is None or self.prm_max_tokens >= 1,
+            "prm_timeout_s": self.prm_timeout_s > 0,
+            "prm_retries": self.prm_retries >= 0,
+            "prm_backoff_s": self.prm_backoff_s >= 0,
+            "step_separator": bool(self.step_separator),
+            "softmin_temperature": self.softmin_temperature > 0,
+            "outcome_weight": 0.0 <= self.outcome_weight <= 1.0,
+            "clip": self.clip is None or self.clip > 0,
+            "max_response_chars": self.max_response_chars >= 1,
+        }
+        for name, valid in checks.items():
+            if not valid:
+                raise ValueError(f"{name}={getattr(self, name)!r} is out of range (see MathPRMConfig)")
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping) -> "MathPRMConfig":
+        """The config from ``compute_score``'s keyword arguments; an unknown name raises ``ValueError``."""
+        known = {field.name for field in fields(cls)}
+        unknown = sorted(set(kwargs) - known - set(VERL_CALL_KWARGS))
+        if unknown:
+            raise ValueError(f"unknown math_prm option(s) {unknown}; known: {sorted(known)}")
+        return cls(**{name: value for name, value in kwargs.items() if name in known})
+
+    def scorer(self):
+        """The process-wide :class:`reward_models.prm.StepScorer` of these options."""
+        return get_scorer(
+            ScorerSettings(**{field.name: getattr(self, f"prm_{field.name}") for field in fields(ScorerSettings)})
+        )
+
+
+def find_final_answer(text: str) -> tuple[int, int] | None:
+    r"""Character range ``[start, end)`` of the final answer in ``text``, or None.
+
+    The content of the last ``\boxed{...}`` whose braces balance; without one, the last number (``-12``,
+    ``1,000``, ``3.5``; a fraction or expression must be boxed).
+    """
+    start = text.rfind(BOXED)
+    while start != -1:
+        depth = 1
+        for index in range(start + len(BOXED), len(text)):
+            depth += {"{": 1, "}": -1}.get(text[index], 0)
+            if depth == 0:
+                return start + len(BOXED), index
+        start = text.rfind(BOXED, 0, start)
+    numbers = list(NUMBER.finditer(text))
+    return numbers[-1].span() if numbers else None
+
+
+def _math_verify_parse(text: str):
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    return parse(
+        text if "$" in text else f"${text}$",
+        extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
+        fallback_mode="no_fallback",
+        parsing_timeout=_math_verify_timeout(),
+    )
+
+
+def _math_verify_timeout() -> int | None:
+    return MATH_VERIFY_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+
+
+class _TimeoutDisabledFilter(logging.Filter):
+    """Drops math-verify's per-call warning that its timeout is off (it is, by design, off main thread)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Timeout is disabled" not in record.getMessage()
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_TimeoutDisabledFilter())
+
+
+def check_answer(ground_truth: str, answer: str) -> tuple[bool, bool]:
+    """``(correct, parsed)``: whether math-verify accepts ``answer`` for ``ground_truth``, and whether it
+    could parse ``answer`` at all (an answer over :data:`MAX_ANSWER_CHARS` characters is not parsed).
+
+    Both are LaTeX or plain expressions, wrapped in ``$...$`` unless they contain a ``$``. A ground truth
+    math-verify cannot parse raises ``ValueError``. math-verify's own timeouts (signal based) apply in
+    the main thread only; in verl's executor threads the answer length cap bounds the work.
+    """
+    from math_verify import verify
+
+    gold = _math_verify_parse(ground_truth)
+    if not gold:
+        raise ValueError(f"math-verify cannot parse the ground truth {ground_truth!r}")
+    if len(answer) > MAX_ANSWER_CHARS:
+        return False, False
+    predicted = _math_verify_parse(answer)
+    if not predicted:
+        return False, False
+    return bool(verify(gold, predicted, timeout_seconds=_math_verify_timeout())), True
+
+
+def step_texts(text: str, ranges: list[tuple[int, int]], separator: str) -> list[str]:
+    """The text the PRM sees for each step range: without its trailing separator run and outer whitespace."""
+    texts = []
+    for start, end in ranges:
+        step = text[start:end]
+        while step.endswith(separator):
+            step = step[: -len(separator)]
+        texts.append(step.strip())
+    return texts
+
+
+def with_span(spans: list[Span], start: int, end: int, value: float) -> list[Span]:
+    """``spans`` (disjoint) with ``[start, end)`` cut out of them and given ``value``; sorted by start."""
+    result = [(start, end, value)]
+    for span_start, span_end, span_value in spans:
+        if span_end <= start or span_start >= end:
+            result.append((span_start, span_end, span_value))
+            continue
+        if span_start < start:
+            result.append((span_start, start, span_value))
+        if span_end > end:
+            result.append((end, span_end, span_value))
+    return sorted(result)
+
+
+def _ground_truth_text(ground_truth) -> str | None:
+    if ground_truth is None:
+        return None
+    if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float):
+        raise ValueError(f"ground_truth must be a string or a number, got {type(ground_truth).__name__}")
+    text = str(ground_truth).strip()
+    return text or None
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
+    """verl reward function: PRM step values and the math-verify outcome as token-level spans.
+
+    Args:
+        data_source: logged only (any value).
+        solution_str: the decoded response (str).
+        ground_truth: the reference answer (str or number); None or blank: see ``missing_ground_truth``.
+        extra_info: verl's per-sample dict; ``extra_info[question_key]`` is shown to the PRM.
+        **kwargs: :class:`MathPRMConfig` options (verl's ``reward_kwargs``).
+
+    Returns:
+        ``{"score", "spans", ...}`` per :mod:`bot_grpo_verl.token_rewards`, always with the same extra
+        keys (verl gathers them per batch): ``acc`` (1 if the answer is correct), ``answer_found``,
+        ``answer_parsed``, ``steps``, ``steps_scored``, ``truncated`` (1 if characters or steps were left
+        unscored), ``empty_response`` (1 for an empty or whitespace-only response: no PRM call, score
+        ``g(0)``, one span of ``g(0)`` over the whitespace), ``prm_mean``/``prm_min`` (of P(correct); 0
+        when no step was scored).
+    """
+    config = MathPRMConfig.from_kwargs(kwargs)
+    if not isinstance(solution_str, str):
+        raise ValueError(f"solution_str must be a string, got {type(solution_str).__name__}")
+    truth = _ground_truth_text(ground_truth)
+    if truth is None and config.missing_ground_truth == "error":
+        raise ValueError(
+            f"ground_truth is missing ({ground_truth!r}, data_source {data_source!r}); "
+            "set reward_kwargs.missing_ground_truth=process_only to score such samples by the PRM alone"
+        )
+    low, high = to_values([0.0, 1.0], config.symmetric)
+    bound = _bound(config.clip)
+    extra = dict(acc=0.0, answer_found=0.0, answer_parsed=0.0, steps=0.0, steps_scored=0.0, truncated=0.0,
+                 empty_response=0.0, prm_mean=0.0, prm_min=0.0)  # fmt: skip
+
+    if not solution_str.strip():
+        spans = [(0, len(solution_str), bound(low))] if solution_str else []
+        return {"score": bound(low), "spans": spans, **extra, "empty_response": 1.0}
+
+    scored_text = solution_str[: config.max_response_chars]
+    ranges = split_steps(scored_text, config.step_separator)
+    question = extra_info.get(config.question_key) if isinstance(extra_info, Mapping) else None
+    probabilities = config.scorer().probabilities(
+        question if isinstance(question, str) else "", step_texts(scored_text, ranges, config.step_separator)
+    )
+    process = aggregate(to_values(probabilities, config.symmetric), config.aggregation, config.softmin_temperature)
+    extra.update(
+        steps=float(len(ranges)),
+        steps_scored=float(len(process)),
+        truncated=float(len(scored_text) < len(solution_str) or len(process) < len(ranges)),
+        prm_mean=sum(probabilities) / len(probabilities) if probabilities else 0.0,
+        prm_min=min(probabilities, default=0.0),
+    )
+    answer = find_final_answer(solution_str)
+    extra["answer_found"] = float(answer is not None)
+
+    if truth is None:
+        score = bound(min(process, default=low))
+        spans = [
+            (start, end, bound(value)) for (start, end), value in zip(ranges[: len(process)], process, strict=True)
+        ]
+        return {"score": score, "spans": spans, **extra}
+
+    correct, parsed = check_answer(truth, solution_str[answer[0] : answer[1]]) if answer else (False, False)
+    outcome = high if correct else low
+    weight = config.outcome_weight
+    spans = [
+        (start, end, bound((1.0 - weight) * value + weight * outcome))
+        for (start, end), value in zip(ranges[: len(process)], process, strict=True)
+    ]
+    if answer and answer[1] > answer[0]:
+        spans = with_span(spans, answer[0], answer[1], bound(outcome))
+    extra.update(acc=float(correct), answer_parsed=float(parsed))
+    return {"score": bound(outcome), "spans": spans, **extra}
+
+
+def _bound(clip: float | None):
+    if clip is None:
+        return float
+    return lambda value: float(min(clip, max(-clip, value)))

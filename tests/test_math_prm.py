@@ -1,0 +1,527 @@
+"""Tests of reward_models/math_prm.py and reward_models/prm.py on tiny PRMs built here (no downloads).
+
+The PRMs are random-weight ``Qwen2ForTokenClassification`` (2 labels; Qwen2.5-Math-PRM and PURE-PRM are
+Qwen2 token classifiers) and ``LlamaForCausalLM`` (Math-Shepherd is a Mistral/Llama causal LM), with a
+byte-level BPE tokenizer trained here with the ``tokenizers`` library, the formats' special tokens added,
+saved and loaded back through ``from_pretrained``. The served backend is tested against a vLLM look-alike
+HTTP server on 127.0.0.1 that answers from the same model with plain torch.
+"""
+
+import contextlib
+import json
+import math
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import torch
+
+from bot_grpo_verl.token_rewards import parse_reward_result, split_steps
+
+ROOT = Path(__file__).resolve().parents[1]
+MATH_PRM_PATH = str(ROOT / "reward_models" / "math_prm.py")
+sys.path.insert(0, str(ROOT))
+
+from reward_models import math_prm, prm  # noqa: E402
+
+QUESTION = "What is 1/4 + 1/4?"
+RESPONSE = "Step 1: 1/4 + 1/4 = 2/4.\n\nStep 2: 2/4 = 1/2 because 2 + 2 = 4.\n\nThe answer is \\boxed{\\frac{1}{2}}."
+STEPS = [text.strip() for text in RESPONSE.split("\n\n")]
+
+
+@pytest.fixture(scope="module")
+def prm_dirs(tmp_path_factory):
+    """``{"classifier": dir, "lm": dir}``: tiny PRM checkpoints with a locally trained tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+        Qwen2Config,
+        Qwen2ForTokenClassification,
+    )
+
+    corpus = [RESPONSE, QUESTION, "Let x = 4 - 1, then x = 3 and 10 * 3 = 30."] * 20
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<pad>", "<extra_0>", "<|im_start|>", "<|im_end|>"],
+    )
+    tokenizer.train_from_iterator(corpus, trainer)
+    tokenizer.add_tokens(["ки"])  # Math-Shepherd's step tag is an ordinary vocabulary token
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>")
+    sizes = dict(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                 initializer_range=0.2, pad_token_id=fast.pad_token_id)  # fmt: skip
+    torch.manual_seed(0)
+    dirs = {"classifier": tmp_path_factory.mktemp("prm_classifier"), "lm": tmp_path_factory.mktemp("prm_lm")}
+    Qwen2ForTokenClassification(Qwen2Config(num_labels=2, **sizes)).save_pretrained(dirs["classifier"])
+    LlamaForCausalLM(LlamaConfig(**sizes)).save_pretrained(dirs["lm"])
+    for directory in dirs.values():
+        fast.save_pretrained(directory)
+    return {name: str(directory) for name, directory in dirs.items()}
+
+
+def model_dir(prm_dirs, prm_format):
+    return prm_dirs["lm" if prm.FORMATS[prm_format].head == "lm_pair" else "classifier"]
+
+
+def config(prm_dirs, prm_format="qwen", **options):
+    return math_prm.MathPRMConfig(prm_format=prm_format, prm_model=model_dir(prm_dirs, prm_format), **options)
+
+
+def options(prm_dirs, prm_format="qwen", **extra):
+    return {"prm_format": prm_format, "prm_model": model_dir(prm_dirs, prm_format), **extra}
+
+
+def assert_spans_close(got, expected):
+    assert [span[:2] for span in got] == [span[:2] for span in expected]
+    assert [span[2] for span in got] == pytest.approx([span[2] for span in expected], abs=1e-5)
+
+
+def reference_probabilities(directory, fmt, ids, prompt_length):
+    """P(correct) computed straight from the model's logits, the steps found by their tag token id."""
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    tag_id = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(fmt.step_tag)[-1])
+    positions = [index for index, token in enumerate(ids) if token == tag_id and index >= prompt_length]
+    head = AutoModelForCausalLM if fmt.head == "lm_pair" else AutoModelForTokenClassification
+    with torch.no_grad():
+        logits = head.from_pretrained(directory)(torch.tensor([ids])).logits[0, positions].double()
+    if fmt.head == "lm_pair":
+        plus, minus = tokenizer.convert_tokens_to_ids(["+", "-"])
+        return (logits[:, plus].exp() / (logits[:, plus].exp() + logits[:, minus].exp())).tolist()
+    return (logits[:, 1].exp() / logits.exp().sum(dim=-1)).tolist()
+
+
+# ---------------------------------------------------------------- steps, answers, value shaping
+
+
+def test_step_texts_drop_separators_and_ranges_tile_the_response():
+    ranges = split_steps(RESPONSE)
+    assert math_prm.step_texts(RESPONSE, ranges, "\n\n") == STEPS
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(RESPONSE)
+    assert all(left[1] == right[0] for left, right in zip(ranges, ranges[1:], strict=False))
+    text = "a;;b;;;;c"
+    assert math_prm.step_texts(text, split_steps(text, ";;"), ";;") == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("so \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}"),
+        ("first \\boxed{3}, then \\boxed{4} done", "4"),
+        ("\\boxed{5} and an unclosed \\boxed{6", "5"),
+        ("x = 3, so y = -1,250.5 in total.", "-1,250.5"),
+        ("no answer here", None),
+    ],
+)
+def test_find_final_answer(text, answer):
+    found = math_prm.find_final_answer(text)
+    assert (text[found[0] : found[1]] if found else None) == answer
+
+
+def test_check_answer_correct_incorrect_unparseable():
+    assert math_prm.check_answer("0.5", "\\frac{1}{2}") == (True, True)
+    assert math_prm.check_answer("\\frac{1}{2}", "\\dfrac12") == (True, True)
+    assert math_prm.check_answer("1000", "1,000") == (True, True)
+    assert math_prm.check_answer("5", "4") == (False, True)
+    assert math_prm.check_answer("5", "\\frac{") == (False, False)
+    assert math_prm.check_answer("5", "1" * (math_prm.MAX_ANSWER_CHARS + 1)) == (False, False)
+    with pytest.raises(ValueError, match="cannot parse the ground truth"):
+        math_prm.check_answer("\\frac{", "5")
+
+
+def test_value_maps_and_aggregations():
+    assert prm.to_values([0.0, 0.25, 1.0], symmetric=True) == [-1.0, -0.5, 1.0]
+    assert prm.to_values([0.0, 0.25, 1.0], symmetric=False) == [0.0, 0.25, 1.0]
+    values = [0.5, -0.2, 0.8, 0.1]
+    assert prm.aggregate(values, "step", 0.1) == values
+    assert prm.aggregate(values, "min", 0.1) == [-0.2, -0.2, 0.1, 0.1]
+    weights = [math.exp(-v / 0.3) for v in values]
+    suffix = [sum(w * v for w, v in zip(weights[k:], values[k:], strict=True)) / sum(weights) for k in range(4)]
+    assert prm.aggregate(values, "softmin", 0.3) == pytest.approx(suffix)
+    assert prm.aggregate(values, "softmin", 1e-3)[0] == pytest.approx(min(values), abs=1e-6)
+    assert prm.aggregate(values, "softmin", 1e6)[0] == pytest.approx(sum(values) / 4, abs=1e-5)
+    assert prm.aggregate([], "softmin", 0.1) == []
+
+
+# ---------------------------------------------------------------- the three formats, local backend
+
+
+@pytest.mark.parametrize("prm_format", prm.FORMAT_NAMES)
+def test_encode_steps_layout(prm_dirs, prm_format):
+    scorer = config(prm_dirs, prm_format).scorer()
+    fmt, tokenizer = scorer.fmt, scorer.tokenizer
+    ids, positions = prm.encode_steps(tokenizer, fmt, QUESTION, STEPS)
+    prompt = fmt.prompt_template.replace("{question}", QUESTION)
+    body = fmt.joiner.join(step + fmt.step_tag for step in STEPS)
+    assert tokenizer.decode(ids) == prompt + body
+    tag_last = tokenizer.encode(fmt.step_tag, add_special_tokens=False)[-1]
+    assert len(positions) == len(STEPS) and all(ids[position] == tag_last for position in positions)
+    assert positions[-1] == len(ids) - 1
+    short_ids, short_positions = prm.encode_steps(tokenizer, fmt, QUESTION, STEPS, max_tokens=positions[1] + 1)
+    assert short_positions == positions[:2] and short_ids == ids[: positions[1] + 1]
+
+
+@pytest.mark.parametrize("prm_format", prm.FORMAT_NAMES)
+def test_local_probabilities_match_the_models_logits(prm_dirs, prm_format):
+    scorer = config(prm_dirs, prm_format).scorer()
+    ids, _ = prm.encode_steps(scorer.tokenizer, scorer.fmt, QUESTION, STEPS)
+    prompt_length = len(scorer.tokenizer.encode(scorer.fmt.prompt_template.replace("{question}", QUESTION)))
+    expected = reference_probabilities(model_dir(prm_dirs, prm_format), scorer.fmt, ids, prompt_length)
+    got = scorer.probabilities(QUESTION, STEPS)
+    assert len(got) == len(STEPS) == len(expected)
+    assert got == pytest.approx(expected, abs=1e-5)
+    assert max(got) - min(got) > 1e-3  # the tiny model tells the steps apart, so positions matter
+
+
+def test_local_batch_with_padding_equals_single_scoring(prm_dirs):
+    scorer = config(prm_dirs, "math_shepherd").scorer()
+    items = [prm.encode_steps(scorer.tokenizer, scorer.fmt, QUESTION, STEPS[:count]) for count in (3, 1, 2)]
+    batched = scorer.backend.probabilities([ids for ids, _ in items], [positions for _, positions in items])
+    for (ids, positions), row in zip(items, batched, strict=True):
+        assert row == pytest.approx(scorer.backend.probabilities([ids], [positions])[0], abs=1e-5)
+
+
+def test_scorer_is_cached_per_settings(prm_dirs):
+    assert config(prm_dirs).scorer() is config(prm_dirs, outcome_weight=0.1).scorer()
+    assert config(prm_dirs).scorer() is not config(prm_dirs, prm_batch_size=3).scorer()
+
+
+def test_micro_batcher_gathers_concurrent_calls_and_spreads_errors():
+    sizes = []
+
+    def double(items):
+        sizes.append(len(items))
+        time.sleep(0.05)
+        return [2 * item for item in items]
+
+    batcher = prm.MicroBatcher(double, max_batch=4)
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(batcher, range(16))) == [2 * item for item in range(16)]
+    assert max(sizes) > 1 and all(size <= 4 for size in sizes) and sum(sizes) == 16
+
+    def broken(items):
+        raise RuntimeError("model crashed")
+
+    failing = prm.MicroBatcher(broken, max_batch=4)
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(failing, item) for item in range(4)]
+        for future in futures:
+            with pytest.raises(RuntimeError, match="model crashed"):
+                future.result()
+
+
+# ---------------------------------------------------------------- served backend (vLLM's HTTP API)
+
+
+class FakeVLLM(ThreadingHTTPServer):
+    """vLLM's ``/pooling`` (ALL pooling for classifiers, STEP pooling over [+, -] for causal LMs) and
+    ``/classify`` (LAST pooling), answered from a local model with plain torch."""
+
+    daemon_threads = True
+
+    def __init__(self, directory, fmt, behaviour="ok", delay_s=0.0):
+        from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+
+        super().__init__(("127.0.0.1", 0), FakeVLLMHandler)
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        head = AutoModelForCausalLM if fmt.head == "lm_pair" else AutoModelForTokenClassification
+        self.model = head.from_pretrained(directory)
+        self.pair = tokenizer.convert_tokens_to_ids(["+", "-"]) if fmt.head == "lm_pair" else None
+        self.tag_id = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(fmt.step_tag)[-1])
+        self.behaviour, self.delay_s, self.requests = behaviour, delay_s, []
+
+    def answer(self, path, body):
+        rows = []
+        for ids in body["input"]:
+            with torch.no_grad():
+                logits = self.model(torch.tensor([ids])).logits[0]
+            if path == "/classify":
+                rows.append(logits[-1].softmax(-1).tolist())
+            elif self.pair is None:
+                rows.append(logits.softmax(-1).tolist())
+            else:
+                steps = [index for index, token in enumerate(ids) if token == self.tag_id]
+                rows.append(logits[steps][:, self.pair].softmax(-1).tolist())
+        if self.behaviour == "bad_rows":
+            rows = [[[5.0, -3.0] for _ in item] for item in rows]
+        key = "probs" if path == "/classify" else "data"
+        return {"object": "list", "data": [{"index": i, key: row} for i, row in reversed(list(enumerate(rows)))]}
+
+
+class FakeVLLMHandler(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's name
+        server = self.server
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        server.requests.append((self.path, body))
+        time.sleep(server.delay_s)
+        if server.behaviour == "bad_request" or (server.behaviour == "fail_once" and len(server.requests) == 1):
+            status = 400 if server.behaviour == "bad_request" else 503
+            payload = {"error": "nope"}
+        else:
+            status, payload = 200, server.answer(self.path, body)
+        data = json.dumps(payload).encode()
+        with contextlib.suppress(OSError):  # the client may have timed out and gone
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def served(prm_dirs, prm_format, **kwargs):
+    server = FakeVLLM(model_dir(prm_dirs, prm_format), prm.FORMATS[prm_format], **kwargs)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def endpoint_config(prm_dirs, prm_format, url, **extra):
+    return math_prm.MathPRMConfig(
+        prm_format=prm_format,
+        prm_backend="endpoint",
+        prm_tokenizer=model_dir(prm_dirs, prm_format),
+        prm_endpoint=url,
+        **{"prm_timeout_s": 5.0, "prm_retries": 1, "prm_backoff_s": 0.0, **extra},
+    )
+
+
+@pytest.mark.parametrize(
+    ("prm_format", "api"),
+    [
+        ("qwen", "pooling"),
+        ("math_shepherd", "pooling"),
+        ("pure", "pooling"),
+        ("qwen", "classify"),
+        ("pure", "classify"),
+    ],
+)
+def test_endpoint_matches_local(prm_dirs, prm_format, api):
+    local = config(prm_dirs, prm_format).scorer().probabilities(QUESTION, STEPS)
+    with served(prm_dirs, prm_format) as (server, url):
+        scorer = endpoint_config(prm_dirs, prm_format, url, prm_endpoint_api=api, prm_endpoint_model="tiny").scorer()
+        assert scorer.probabilities(QUESTION, STEPS) == pytest.approx(local, abs=1e-5)
+    path, body = server.requests[0]
+    assert path == f"/{api}" and body["model"] == "tiny"
+    assert len(server.requests) == 1 and len(body["input"]) == (1 if api == "pooling" else len(STEPS))
+
+
+def test_endpoint_down_is_retried_then_named():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    backend = prm.EndpointPRM(prm.FORMATS["qwen"], f"http://127.0.0.1:{port}", "pooling", None, 1.0, 2, 0.01)
+    started = time.monotonic()
+    with pytest.raises(prm.PRMEndpointError, match=rf"http://127\.0\.0\.1:{port}/pooling failed 3 times"):
+        backend.probabilities([[1, 2, 3]], [[2]])
+    assert time.monotonic() - started < 5
+
+
+def test_slow_endpoint_times_out_within_bounds(prm_dirs):
+    with served(prm_dirs, "qwen", delay_s=1.0) as (server, url):
+        scorer = endpoint_config(prm_dirs, "qwen", url, prm_timeout_s=0.2, prm_retries=1).scorer()
+        started = time.monotonic()
+        with pytest.raises(prm.PRMEndpointError, match=rf"{url}/pooling failed 2 times .*timed out"):
+            scorer.probabilities(QUESTION, STEPS)
+        assert time.monotonic() - started < 1.5
+        assert len(server.requests) == 2
+
+
+def test_endpoint_5xx_is_retried_4xx_is_not_bad_rows_are_refused(prm_dirs):
+    local = config(prm_dirs).scorer().probabilities(QUESTION, STEPS)
+    with served(prm_dirs, "qwen", behaviour="fail_once") as (server, url):
+        assert endpoint_config(prm_dirs, "qwen", url).scorer().probabilities(QUESTION, STEPS) == pytest.approx(local)
+        assert len(server.requests) == 2
+    with served(prm_dirs, "qwen", behaviour="bad_request") as (server, url):
+        with pytest.raises(prm.PRMEndpointError, match=rf"{url}/pooling rejected the request: HTTP 400"):
+            endpoint_config(prm_dirs, "qwen", url).scorer().probabilities(QUESTION, STEPS)
+        assert len(server.requests) == 1
+    with (
+        served(prm_dirs, "qwen", behaviour="bad_rows") as (server, url),
+        pytest.raises(prm.PRMEndpointError, match="not a probability distribution"),
+    ):
+        endpoint_config(prm_dirs, "qwen", url).scorer().probabilities(QUESTION, STEPS)
+
+
+# ---------------------------------------------------------------- compute_score
+
+
+def expected_spans(prm_dirs, prm_format, correct, weight=0.5, symmetric=True, aggregation="step"):
+    probabilities = config(prm_dirs, prm_format).scorer().probabilities(QUESTION, STEPS)
+    values = prm.aggregate([2 * p - 1 if symmetric else p for p in probabilities], aggregation, 0.1)
+    outcome = 1.0 if correct else (-1.0 if symmetric else 0.0)
+    ranges = split_steps(RESPONSE)
+    answer_start = RESPONSE.index("\\boxed{") + len("\\boxed{")
+    answer_end = RESPONSE.rindex("}")
+    spans = [
+        (start, end, (1 - weight) * value + weight * outcome)
+        for (start, end), value in zip(ranges, values, strict=True)
+    ]
+    last_start, last_end, last_value = spans.pop()
+    spans += [(last_start, answer_start, last_value), (answer_start, answer_end, outcome)]
+    spans += [(answer_end, last_end, last_value)]
+    return outcome, spans
+
+
+@pytest.mark.parametrize("prm_format", prm.FORMAT_NAMES)
+@pytest.mark.parametrize(("ground_truth", "correct"), [("0.5", True), ("\\frac{1}{3}", False)])
+def test_compute_score_spans_steps_and_answer(prm_dirs, prm_format, ground_truth, correct):
+    result = math_prm.compute_score(
+        "math", RESPONSE, ground_truth, {"question": QUESTION}, **options(prm_dirs, prm_format)
+    )
+    outcome, spans = expected_spans(prm_dirs, prm_format, correct)
+    assert result["score"] == outcome and result["acc"] == float(correct)
+    assert_spans_close(result["spans"], spans)
+    parsed = parse_reward_result(result, len(RESPONSE))
+    assert parsed.extra["steps"] == parsed.extra["steps_scored"] == 3 and parsed.extra["answer_parsed"] == 1
+
+
+def test_stability_options(prm_dirs):
+    def score(**extra):
+        return math_prm.compute_score("math", RESPONSE, "0.5", {"question": QUESTION}, **options(prm_dirs, **extra))
+
+    assert {span[2] for span in score(outcome_weight=1.0)["spans"]} == {1.0}
+    _, spans = expected_spans(prm_dirs, "qwen", True, weight=0.0, symmetric=False, aggregation="min")
+    result = score(outcome_weight=0.0, symmetric=False, aggregation="min")
+    assert [span[2] for span in result["spans"]] == pytest.approx([span[2] for span in spans], abs=1e-6)
+    wrong = math_prm.compute_score("m", RESPONSE, "7", None, **options(prm_dirs, symmetric=False))
+    assert wrong["score"] == 0.0 and all(0.0 <= span[2] <= 1.0 for span in wrong["spans"])
+    clipped = score(clip=0.25)
+    assert clipped["score"] == 0.25 and all(abs(span[2]) <= 0.25 for span in clipped["spans"])
+    softmin = score(aggregation="softmin", softmin_temperature=1e-4, outcome_weight=0.0)
+    step_min = score(aggregation="min", outcome_weight=0.0)
+    assert softmin["spans"][0][2] == pytest.approx(step_min["spans"][0][2], abs=1e-4)
+
+
+def test_question_reaches_the_prm(prm_dirs):
+    with_question = math_prm.compute_score("m", RESPONSE, "0.5", {"question": QUESTION}, **options(prm_dirs))
+    other_key = math_prm.compute_score(
+        "m", RESPONSE, "0.5", {"problem": QUESTION}, **options(prm_dirs, question_key="problem")
+    )
+    without = math_prm.compute_score("m", RESPONSE, "0.5", {}, **options(prm_dirs))
+    assert with_question["spans"] == other_key["spans"] and with_question["spans"] != without["spans"]
+
+
+def test_concurrent_calls_equal_sequential_calls(prm_dirs):
+    responses = [RESPONSE, "x = 2\n\nso \\boxed{2}", "1 + 1 = 3", RESPONSE.replace("1/2", "1/3"), "no\n\nidea"] * 2
+    sequential = [math_prm.compute_score("m", text, "0.5", None, **options(prm_dirs)) for text in responses]
+    with ThreadPoolExecutor(5) as pool:
+        concurrent = list(
+            pool.map(lambda t: math_prm.compute_score("m", t, "0.5", None, **options(prm_dirs)), responses)
+        )
+    for one, other in zip(sequential, concurrent, strict=True):
+        assert one["score"] == other["score"]
+        assert_spans_close(one["spans"], other["spans"])
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("text", ["", "   \n\n \t "])
+def test_empty_and_whitespace_responses(prm_dirs, text):
+    result = math_prm.compute_score("m", text, "0.5", None, **options(prm_dirs))
+    assert result["score"] == -1.0 and result["empty_response"] == 1.0 and result["steps_scored"] == 0
+    assert result["spans"] == ([(0, len(text), -1.0)] if text else [])
+    parse_reward_result(result, len(text))
+    keys = set(math_prm.compute_score("m", RESPONSE, "0.5", None, **options(prm_dirs)))
+    assert set(result) == keys  # verl gathers the extra keys per batch: every result has the same ones
+
+
+def test_gigantic_response_is_capped_and_says_so(prm_dirs):
+    text = "Step: 1 + 1 = 2.\n\n" * 5000 + "So \\boxed{2}"
+    result = math_prm.compute_score("m", text, "2", None, **options(prm_dirs, max_response_chars=300))
+    assert result["truncated"] == 1.0 and result["acc"] == 1.0 and result["score"] == 1.0
+    assert result["steps"] == result["steps_scored"] == len(split_steps(text[:300]))
+    *step_spans, answer_span = result["spans"]
+    assert step_spans[-1][1] == 300 and answer_span == (len(text) - 2, len(text) - 1, 1.0)
+    parse_reward_result(result, len(text))
+    scorer = config(prm_dirs).scorer()
+    _, positions = prm.encode_steps(scorer.tokenizer, scorer.fmt, "", STEPS)
+    cap = options(prm_dirs, prm_max_tokens=positions[1] + 1)
+    by_tokens = math_prm.compute_score("m", RESPONSE, "0.5", None, **cap)
+    assert by_tokens["truncated"] == 1.0 and by_tokens["steps_scored"] == 2 and by_tokens["steps"] == 3
+    answer = (RESPONSE.index("\\boxed{") + len("\\boxed{"), RESPONSE.rindex("}"), 1.0)
+    assert by_tokens["spans"][-1] == answer  # of the unscored step 3 only the answer has a span
+    assert by_tokens["spans"][-2][1] == split_steps(RESPONSE)[1][1]
+
+
+def test_missing_ground_truth(prm_dirs):
+    for missing in (None, "", "  "):
+        with pytest.raises(ValueError, match="ground_truth is missing"):
+            math_prm.compute_score("m", RESPONSE, missing, None, **options(prm_dirs))
+    result = math_prm.compute_score(
+        "m", RESPONSE, None, {"question": QUESTION}, **options(prm_dirs, missing_ground_truth="process_only")
+    )
+    _, spans = expected_spans(prm_dirs, "qwen", True, weight=0.0)
+    step_values = [value for (_, _, value) in spans[:2]]
+    assert [span[2] for span in result["spans"][:2]] == pytest.approx(step_values, abs=1e-6)
+    assert result["score"] == pytest.approx(min(span[2] for span in result["spans"])) and result["acc"] == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"prm_formatt": "qwen"}, "unknown math_prm option"),
+        ({"prm_format": "orm"}, "prm_format='orm' is not one of"),
+        ({"outcome_weight": 1.5}, "outcome_weight=1.5 is out of range"),
+        ({"softmin_temperature": 0}, "softmin_temperature=0 is out of range"),
+        ({"prm_backend": "endpoint", "prm_tokenizer": "x"}, "needs prm_endpoint"),
+    ],
+)
+def test_bad_options_are_named(prm_dirs, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        math_prm.compute_score("m", RESPONSE, "0.5", None, **{**options(prm_dirs), **kwargs})
+
+
+def test_bad_argument_types():
+    with pytest.raises(ValueError, match="solution_str must be a string"):
+        math_prm.compute_score("m", None, "1")
+    with pytest.raises(ValueError, match="ground_truth must be a string or a number"):
+        math_prm.compute_score("m", "1", ["1"])
+
+
+# ---------------------------------------------------------------- verl's own loader
+
+
+def test_loads_and_runs_through_verls_custom_reward_loader(prm_dirs, tmp_path):
+    """A fresh interpreter outside the repository, as a verl reward worker: verl's get_custom_reward_fn
+    loads the file by path and merges reward_kwargs into the call."""
+    script = f"""
+import json
+from omegaconf import OmegaConf
+from verl.trainer.ppo.reward import get_custom_reward_fn
+config = OmegaConf.create({{"reward": {{"custom_reward_function": {{
+    "path": {MATH_PRM_PATH!r}, "name": "compute_score",
+    "reward_kwargs": {{"prm_model": {prm_dirs["classifier"]!r}, "prm_format": "pure", "outcome_weight": 0.25}}}}}}}})
+fn = get_custom_reward_fn(config)
+print(json.dumps(fn(data_source="math", solution_str={RESPONSE!r}, ground_truth="1/2", extra_info={{}})))
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    expected = math_prm.compute_score("math", RESPONSE, "1/2", {}, **options(prm_dirs, "pure", outcome_weight=0.25))
+    assert result["score"] == 1.0 and result["acc"] == 1.0
+    assert_spans_close([tuple(span) for span in result["spans"]], expected["spans"])
