@@ -1,0 +1,47 @@
+"""Curve and sampling metrics of a benchmark: Pass@k, steps to a threshold, area under the curve."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def pass_at_k(num_samples: int, num_correct: int, k: int) -> float:
+    """Unbiased Pass@k of one problem (Chen et al. 2021, arXiv:2107.03374): ``1 - C(n-c, k) / C(n, k)``.
+
+    Computed as ``1 - prod_{i=n-c+1}^{n} (1 - k / i)``, which never forms the huge binomials.
+
+    Args:
+        num_samples: n, samples drawn for the problem.
+        num_correct: c, how many of them are correct.
+        k: the budget, ``1 <= k <= n``.
+    """
+    if not 0 <= num_correct <= num_samples:
+        raise ValueError(f"need 0 <= correct <= samples, got correct={num_correct}, samples={num_samples}")
+    if not 1 <= k <= num_samples:
+        raise ValueError(f"need 1 <= k <= samples ({num_samples}), got k={k}")
+    if num_samples - num_correct < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(num_samples - num_correct + 1, num_samples + 1)))
+
+
+def mean_pass_at_k(samples_and_correct: Sequence[tuple[int, int]], k: int) -> float:
+    """Pass@k averaged over problems, each given as ``(n, c)``."""
+    return float(np.mean([pass_at_k(n, c, k) for n, c in samples_and_correct]))
+
+
+def steps_to_threshold(steps: Sequence[float], values: Sequence[float], threshold: float) -> float | None:
+    """First step whose value reaches ``threshold``, or None if the curve never does."""
+    for step, value in zip(steps, values, strict=True):
+        if value >= threshold:
+            return float(step)
+    return None
+
+
+def area_under_curve(steps: Sequence[float], values: Sequence[float]) -> float:
+    """Mean height of the curve over its steps (trapezoids / step span): 1.0 means success from the start."""
+    steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    if len(steps) < 2:
+        return float(values.mean()) if len(values) else float("nan")
+    return float(np.sum((values[1:] + values[:-1]) / 2 * np.diff(steps)) / (steps[-1] - steps[0]))

@@ -1,0 +1,183 @@
+"""Report on a benchmark matrix: per algorithm, steps to a threshold, area under the success curve and
+final success over seeds, ratios against a baseline, curves with seed bands.
+
+Reads ``<runs>/<algorithm>/seed<k>/metrics.jsonl`` in verl's file-logger format
+(``{"step": s, "data": {metric: value}}`` per line) and writes ``summary.json``, ``summary.md`` and
+``curves.png`` to ``--out``.
+
+    python -m bot_grpo_verl.benchmark.report runs/react --metric reward_extra/compiled/mean \\
+        --threshold 0.8 --baseline grpo --out benchmarks/results/react
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from bot_grpo_verl.benchmark.metrics import area_under_curve, mean_pass_at_k, steps_to_threshold
+
+Curve = tuple[list[float], list[float]]
+
+
+def read_curve(path: Path, metric: str) -> Curve:
+    """Steps and values of ``metric`` from one verl metrics JSONL (lines without it are skipped)."""
+    steps, values = [], []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        value = record.get("data", {}).get(metric)
+        if value is not None:
+            steps.append(float(record["step"]))
+            values.append(float(value))
+    return steps, values
+
+
+def read_matrix(runs: Path, metric: str) -> dict[str, dict[int, Curve]]:
+    """``{algorithm: {seed: curve}}`` for every ``<runs>/<algorithm>/seed<k>/metrics.jsonl``."""
+    matrix: dict[str, dict[int, Curve]] = defaultdict(dict)
+    for path in sorted(runs.glob("*/seed*/metrics.jsonl")):
+        seed = int(re.fullmatch(r"seed(\d+)", path.parent.name).group(1))
+        curve = read_curve(path, metric)
+        if curve[0]:
+            matrix[path.parent.parent.name][seed] = curve
+    if not matrix:
+        raise ValueError(f"no {metric!r} values under {runs}/<algorithm>/seed<k>/metrics.jsonl")
+    return dict(matrix)
+
+
+def pass_at_k_of_dump(path: Path, k: int, correct_key: str = "acc") -> float:
+    """Mean Pass@k over the problems of one verl generation dump (JSONL with ``input`` and ``correct_key``).
+
+    Samples of one problem share ``input``; a sample is correct when ``correct_key`` is > 0.5.
+    """
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            counts[row["input"]][0] += 1
+            counts[row["input"]][1] += int(float(row[correct_key]) > 0.5)
+    return mean_pass_at_k([tuple(count) for count in counts.values()], k)
+
+
+def _stats(values: list[float]) -> dict:
+    array = np.asarray(values, dtype=float)
+    return {
+        "mean": float(array.mean()) if len(array) else None,
+        "std": float(array.std(ddof=1)) if len(array) > 1 else 0.0 if len(array) else None,
+        "values": [float(v) for v in array],
+    }
+
+
+def summarize(matrix: dict[str, dict[int, Curve]], threshold: float, baseline: str, final_window: int = 3) -> dict:
+    """Per algorithm over its seeds: steps to ``threshold``, area under the curve, final success (mean of
+    the last ``final_window`` points), and each against ``baseline`` (speed-up = baseline steps / steps)."""
+    summary = {}
+    for algorithm, seeds in matrix.items():
+        reached = [steps_to_threshold(*curve, threshold) for curve in seeds.values()]
+        summary[algorithm] = {
+            "seeds": sorted(seeds),
+            "steps_to_threshold": {
+                **_stats([s for s in reached if s is not None]),
+                "reached": sum(s is not None for s in reached),
+            },
+            "auc": _stats([area_under_curve(*curve) for curve in seeds.values()]),
+            "final": _stats([float(np.mean(curve[1][-final_window:])) for curve in seeds.values()]),
+        }
+    if baseline in summary:
+        base = summary[baseline]
+        for entry in summary.values():
+            steps, base_steps = entry["steps_to_threshold"]["mean"], base["steps_to_threshold"]["mean"]
+            entry["vs_baseline"] = {
+                "speedup_to_threshold": base_steps / steps if steps and base_steps else None,
+                "auc_ratio": entry["auc"]["mean"] / base["auc"]["mean"] if base["auc"]["mean"] else None,
+                "final_difference": entry["final"]["mean"] - base["final"]["mean"],
+            }
+    return summary
+
+
+def _cell(stats: dict, digits: int = 2) -> str:
+    if stats["mean"] is None:
+        return "n/a"
+    return f"{stats['mean']:.{digits}f} ± {stats['std']:.{digits}f}"
+
+
+def markdown_table(summary: dict, metric: str, threshold: float, baseline: str) -> str:
+    lines = [
+        f"Success metric `{metric}`, threshold {threshold}; mean ± std over seeds; ratios against `{baseline}`.",
+        "",
+        "| algorithm | seeds | steps to threshold (reached) | speed-up vs baseline | AUC | AUC ratio | final "
+        "| final - baseline |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for algorithm, entry in summary.items():
+        versus = entry.get("vs_baseline", {})
+        reach = entry["steps_to_threshold"]
+        speedup, auc_ratio = versus.get("speedup_to_threshold"), versus.get("auc_ratio")
+        final_difference = versus.get("final_difference")
+        lines.append(
+            f"| {algorithm} | {len(entry['seeds'])} | {_cell(reach, 1)} ({reach['reached']}/{len(entry['seeds'])}) "
+            f"| {'n/a' if speedup is None else f'{speedup:.2f}x'} | {_cell(entry['auc'])} "
+            f"| {'n/a' if auc_ratio is None else f'{auc_ratio:.2f}'} | {_cell(entry['final'])} "
+            f"| {'n/a' if final_difference is None else f'{final_difference:+.3f}'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(matrix: dict[str, dict[int, Curve]], metric: str, threshold: float, path: Path) -> None:
+    """Mean curve of each algorithm over seeds, with a min-max band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    for algorithm, seeds in sorted(matrix.items()):
+        steps = sorted({step for curve in seeds.values() for step in curve[0]})
+        grid = np.array([np.interp(steps, *curve, right=math.nan) for curve in seeds.values()])
+        mean = np.nanmean(grid, axis=0)
+        (line,) = axis.plot(steps, mean, label=f"{algorithm} ({len(seeds)} seeds)")
+        axis.fill_between(steps, np.nanmin(grid, axis=0), np.nanmax(grid, axis=0), color=line.get_color(), alpha=0.2)
+    axis.axhline(threshold, color="black", linestyle="--", linewidth=0.8, label=f"threshold {threshold}")
+    axis.set_xlabel("training step")
+    axis.set_ylabel(metric)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def write_report(runs: Path, metric: str, threshold: float, baseline: str, out: Path) -> dict:
+    matrix = read_matrix(runs, metric)
+    summary = summarize(matrix, threshold, baseline)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(
+        json.dumps({"metric": metric, "threshold": threshold, "baseline": baseline, "algorithms": summary}, indent=2)
+    )
+    (out / "summary.md").write_text(markdown_table(summary, metric, threshold, baseline))
+    plot_curves(matrix, metric, threshold, out / "curves.png")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", type=Path, help="folder of <algorithm>/seed<k>/metrics.jsonl")
+    parser.add_argument("--metric", required=True, help="the success metric's key in verl's logs")
+    parser.add_argument("--threshold", type=float, required=True)
+    parser.add_argument("--baseline", default="grpo")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    write_report(args.runs, args.metric, args.threshold, args.baseline, args.out)
+    print((args.out / "summary.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Benchmark metrics and the report, against brute force and hand-computed curves."""
+
+import itertools
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot_grpo_verl.benchmark.metrics import area_under_curve, pass_at_k, steps_to_threshold
+from bot_grpo_verl.benchmark.report import pass_at_k_of_dump, write_report
+
+
+@given(st.integers(1, 12), st.data())
+def test_pass_at_k_equals_the_fraction_of_k_subsets_with_a_correct_sample(n, data):
+    c = data.draw(st.integers(0, n))
+    k = data.draw(st.integers(1, n))
+    samples = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(samples, k))
+    assert pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets), abs=1e-12)
+
+
+def test_pass_at_k_is_stable_for_large_n():
+    assert pass_at_k(10_000, 1, 1) == pytest.approx(1e-4)
+    assert pass_at_k(10_000, 5_000, 100) == pytest.approx(1.0)
+    assert pass_at_k(2_000, 3, 50) == pytest.approx(1 - math.comb(1997, 50) / math.comb(2000, 50), rel=1e-9)
+    with pytest.raises(ValueError, match="1 <= k <= samples"):
+        pass_at_k(4, 1, 5)
+
+
+def test_curve_metrics():
+    assert steps_to_threshold([1, 2, 3], [0.1, 0.8, 0.9], 0.8) == 2.0
+    assert steps_to_threshold([1, 2], [0.1, 0.2], 0.8) is None
+    assert area_under_curve([0, 1, 2], [0.0, 1.0, 1.0]) == pytest.approx(0.75)
+
+
+def write_run(root, algorithm, seed, values):
+    path = root / algorithm / f"seed{seed}" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    lines = [
+        json.dumps({"step": step + 1, "data": {"ok/mean": value, "other": 1}}) for step, value in enumerate(values)
+    ]
+    path.write_text("\n".join(lines) + "\n" + json.dumps({"step": 99, "data": {"other": 2}}))
+
+
+def test_report_summarises_seeds_and_ratios_against_the_baseline(tmp_path):
+    runs = tmp_path / "runs"
+    write_run(runs, "grpo", 0, [0.0, 0.2, 0.4, 0.8, 0.8])
+    write_run(runs, "grpo", 1, [0.0, 0.2, 0.4, 0.6, 0.8])
+    write_run(runs, "bot_grpo", 0, [0.0, 0.8, 0.9, 0.9, 0.9])
+    write_run(runs, "bot_grpo", 1, [0.4, 0.8, 0.8, 0.9, 1.0])
+    summary = write_report(runs, "ok/mean", 0.8, "grpo", tmp_path / "out")
+    assert summary["grpo"]["steps_to_threshold"]["values"] == [4.0, 5.0]
+    assert summary["bot_grpo"]["steps_to_threshold"]["values"] == [2.0, 2.0]
+    assert summary["bot_grpo"]["vs_baseline"]["speedup_to_threshold"] == pytest.approx(4.5 / 2.0)
+    assert summary["bot_grpo"]["final"]["mean"] == pytest.approx((0.9 + 0.9 + 0.9 + 0.8 + 0.9 + 1.0) / 6)
+    table = (tmp_path / "out" / "summary.md").read_text()
+    assert "| bot_grpo | 2 | 2.0 ± 0.0 (2/2) | 2.25x |" in table
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["baseline"] == "grpo"
+    assert (tmp_path / "out" / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_pass_at_k_of_a_verl_generation_dump(tmp_path):
+    rows = [{"input": "p1", "acc": a} for a in (1, 0, 0, 0)] + [{"input": "p2", "acc": a} for a in (0, 0, 0, 0)]
+    (tmp_path / "5.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
+    assert pass_at_k_of_dump(tmp_path / "5.jsonl", 2) == pytest.approx((1 - math.comb(3, 2) / math.comb(4, 2)) / 2)
