@@ -21,7 +21,13 @@ $(STAMP): $(PY) setup.py pyproject.toml
 	$(PY) -m bot_grpo_verl check
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The TSX compile reward's Node packages (esbuild, typescript, @types/react), pinned by the lock file.
+TSX_STAMP := reward_models/tsx/node_modules/.installed
+$(TSX_STAMP): reward_models/tsx/package.json reward_models/tsx/package-lock.json
+	npm_config_cache=$(CURDIR)/.cache/npm npm ci --prefix reward_models/tsx --no-audit --no-fund
+	touch $(TSX_STAMP)
+
+setup: $(STAMP) $(TSX_STAMP)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -76,7 +76,12 @@ def test_hydra_plus_syntax_sets_options_on_verls_struct_config():
 def test_hydra_preset_sets_the_estimator_and_its_defaults():
     config = verl_config("+preset=bot_grpo").algorithm
     assert config.adv_estimator == "bot_grpo"
-    assert dict(config.bot_grpo) == {"weighting": "inverse_length", "outcome_broadcast": "auto", "epsilon": 1e-6}
+    assert dict(config.bot_grpo) == {
+        "weighting": "inverse_length",
+        "outcome_broadcast": "auto",
+        "epsilon": 1e-6,
+        "credit": "token",
+    }
 
 
 def test_an_unknown_option_from_hydra_is_a_clear_error():

@@ -1,0 +1,607 @@
+"""React / TSX compile reward with token-level spans, for verl's ``custom_reward_function``.
+
+Use it from any verl recipe::
+
+    reward.custom_reward_function.path=reward_models/react_tsx.py
+    reward.custom_reward_function.name=compute_score          # or compute_score_async
+    +reward.custom_reward_function.reward_kwargs.level=types  # options below, each optional
+
+verl merges ``reward_kwargs`` into every call (``verl.trainer.ppo.reward.get_custom_reward_fn``). The
+function needs no ground truth: ``data_source``, ``ground_truth`` and ``extra_info`` are ignored.
+
+What it does to one response (``solution_str``):
+
+1. Extract the code. Fenced blocks whose language tag is one of :data:`CODE_LANGUAGES` (or that have no
+   tag) are the code; ```` ``` ```` and ``~~~`` fences are recognised, an unclosed fence runs to the end
+   of the response (a truncated generation). With ``blocks="all"`` every such block is checked, each as
+   its own module; with ``blocks="last"`` only the last one (the model's final answer). A response
+   without any fence is checked whole. Fences of other languages only (bash, css, ...) mean "no code".
+   Every block is checked as TSX, the task's language (plain JS and JSX parse as TSX too).
+2. Check every block in the shared long-lived Node worker (``tsx/worker.mjs``, one per process,
+   started on first use, restarted when it dies or hangs; the code is parsed and type-checked, never
+   executed). ``level="syntax"``: esbuild's TSX parser. ``level="types"``: that, then TypeScript's type
+   checker against ``@types/react`` (settings of a Vite React-TS tsconfig; imports other than ``react``
+   are typed ``any``).
+3. Score it. Value scheme (every value lies in ``[-1, 1]``):
+
+   ============================================  =====================================
+   tokens                                        value
+   ============================================  =====================================
+   every token of a response that compiles       ``score`` = 1.0 (no spans returned)
+   code of a response that fails: clean code     ``clean_value`` (default +0.5)
+   code of a response that fails: error region   ``error_value`` (default -1.0)
+   outside the checked code (prose, fences)      ``score`` = 0.0 (not covered by spans)
+   no code / oversized / checker error           ``score`` = 0.0 (no spans)
+   ============================================  =====================================
+
+   A response compiles when every checked block has no error at the configured level. The error region
+   of a diagnostic (option ``region``): ``"token"``: the characters the compiler points at (at least
+   one; a diagnostic at the end of the code, like "unexpected end of file", marks the last
+   non-whitespace character); ``"line"``: the whole line(s) of that range, newline included;
+   ``"element"``: the innermost JSX element or fragment that contains the diagnostic's first character
+   in TypeScript's error-tolerant parse (the line when none does). Overlapping regions are merged.
+   esbuild stops at its first syntax error in most cases, so a broken block usually has one region.
+
+The returned dict always has the same keys (verl collects them per sample)::
+
+    {"score": 1.0 | 0.0, "spans": [(char_start, char_end, value), ...], "compiled": 0 | 1,
+     "no_code": 0 | 1, "num_diagnostics": int, "num_blocks": int, "oversized": 0 | 1, "checker_error": 0 | 1}
+
+Defined results for bad input: empty or whitespace-only response and no code: ``no_code=1``, score 0.
+Code longer than ``max_code_chars`` in total: not checked, ``oversized=1``, score 0. The worker crashing,
+answering with an error, or not answering within ``timeout`` seconds: ``checker_error=1``, score 0 (a
+hung worker is killed and the next call starts a fresh one), so training never stalls. A worker that
+cannot start at all (``node`` missing, ``npm ci`` not run) raises :class:`CheckerSetupError`: that is a
+broken installation, not a bad sample.
+
+Options (``reward_kwargs``; an unknown name or a bad value raises ``ValueError`` listing the allowed ones):
+
+- ``level`` (``str``, default ``"syntax"``): ``"syntax"`` (esbuild, ~2 ms for a 100-line component,
+  many in parallel) or ``"types"`` (also TypeScript's type check against React's typings; checks queued
+  together run as one program of separate modules, ~50-100 ms per 100-line component on one core once
+  warm; a new worker spends its first few seconds loading TypeScript and warming up).
+- ``region`` (``str``, default ``"token"``): ``"token"``, ``"line"`` or ``"element"``, see above.
+- ``blocks`` (``str``, default ``"all"``): ``"all"`` or ``"last"`` fenced code blocks, see above.
+- ``clean_value`` (``float``, default ``0.5``, in ``[0, 1]``): value of clean code tokens of a response
+  that fails. Below 1 so that a failing response never earns as much as a compiling one (the outcome
+  signal survives dense credit assignment, the BoT-GRPO paper's "bounded, stable" token signals).
+- ``error_value`` (``float``, default ``-1.0``, in ``[-1, 0)``): value of the error-region tokens.
+- ``timeout`` (``float``, default ``30.0``, > 0): seconds one response may wait for its answers,
+  queueing in the worker included. On a timeout the worker counts as hung and is killed: the other
+  responses it was checking get ``checker_error=1`` too.
+- ``max_code_chars`` (``int``, default ``100_000``, > 0): larger code is not checked (``oversized=1``).
+- ``max_diagnostics`` (``int``, default ``20``, > 0): diagnostics the worker sends per block (and that
+  get error regions); ``num_diagnostics`` still counts all of them.
+"""
+
+# No ``from __future__ import annotations``: verl loads this file without registering it in sys.modules,
+# and dataclasses cannot resolve string annotations there.
+import asyncio
+import atexit
+import bisect
+import collections
+import concurrent.futures
+import functools
+import itertools
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+WORKER_SCRIPT = Path(__file__).resolve().parent / "tsx" / "worker.mjs"
+
+CODE_LANGUAGES = ("tsx", "jsx", "typescript", "ts", "javascript", "js", "")
+LEVELS = ("syntax", "types")
+REGIONS = ("token", "line", "element")
+BLOCK_CHOICES = ("all", "last")
+# Keys verl itself may pass to a custom reward function (reward loop with a reward router).
+VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+STARTUP_TIMEOUT = 60.0
+
+Span = tuple[int, int, float]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Options
+
+
+@dataclass(frozen=True)
+class Options:
+    """The reward's options; see the module docstring for each one's meaning."""
+
+    level: str = "syntax"
+    region: str = "token"
+    blocks: str = "all"
+    clean_value: float = 0.5
+    error_value: float = -1.0
+    timeout: float = 30.0
+    max_code_chars: int = 100_000
+    max_diagnostics: int = 20
+
+
+def _check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not allowed; choose one of {allowed}")
+
+
+def _check_number(
+    name: str, value, low: float, high: float, *, low_open: bool = False, high_open: bool = False
+) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name}={value!r} must be a finite number")
+    if value < low or value > high or (low_open and value == low) or (high_open and value == high):
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"{name}={value!r} must lie in {interval}")
+
+
+def _check_positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name}={value!r} must be a positive integer")
+
+
+def parse_options(kwargs: dict) -> Options:
+    """Build :class:`Options` from a reward function's keyword arguments (verl's ``reward_kwargs``).
+
+    Keys verl passes on its own (:data:`VERL_KWARGS`) are ignored; any other unknown key raises.
+    """
+    allowed = tuple(Options.__dataclass_fields__)
+    unknown = sorted(set(kwargs) - set(allowed) - set(VERL_KWARGS))
+    if unknown:
+        raise ValueError(f"unknown react_tsx option(s) {unknown}; allowed: {allowed}")
+    given = {key: value for key, value in kwargs.items() if key in allowed}
+    options = Options(**given)
+    _check_choice("level", options.level, LEVELS)
+    _check_choice("region", options.region, REGIONS)
+    _check_choice("blocks", options.blocks, BLOCK_CHOICES)
+    _check_number("clean_value", options.clean_value, 0.0, 1.0)
+    _check_number("error_value", options.error_value, -1.0, 0.0, high_open=True)
+    _check_number("timeout", options.timeout, 0.0, math.inf, low_open=True, high_open=True)
+    _check_positive_int("max_code_chars", options.max_code_chars)
+    _check_positive_int("max_diagnostics", options.max_diagnostics)
+    return options
+
+
+# ---------------------------------------------------------------------------------------------------
+# Code extraction
+
+_FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n]*)$", re.MULTILINE)
+_LANGUAGE = re.compile(r"[A-Za-z0-9_+-]*")
+
+
+@functools.lru_cache(maxsize=64)
+def _closing_fence(fence: str) -> re.Pattern:
+    """A line closing a block opened by ``fence``: the same character, at least as many, nothing else."""
+    return re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t\r]*$", re.MULTILINE)
+
+
+def extract_blocks(text: str, blocks: str = "all") -> list[tuple[int, int]]:
+    """Character ranges ``[start, end)`` of ``text`` that hold the code to check.
+
+    Returns the code-language fenced blocks (all, or the last one), ``[(0, len(text))]`` when ``text``
+    has no fence at all, and ``[]`` when there is no code (blank text, or fences of other languages only).
+    Blocks that hold only whitespace are dropped.
+    """
+    if not text.strip():
+        return []
+    found, fenced, position = [], False, 0
+    while (opening := _FENCE.search(text, position)) is not None:
+        fenced = True
+        fence = opening.group("fence")
+        start = min(opening.end() + 1, len(text))
+        closed = _closing_fence(fence).search(text, start)
+        end = closed.start() if closed else len(text)
+        language = _LANGUAGE.match(opening.group("info").strip()).group(0).lower()
+        if language in CODE_LANGUAGES and text[start:end].strip():
+            found.append((start, end))
+        position = closed.end() if closed else len(text)
+    if not fenced:
+        return [(0, len(text))]
+    return found[-1:] if blocks == "last" else found
+
+
+# ---------------------------------------------------------------------------------------------------
+# Diagnostic positions -> str indices
+
+# esbuild's line terminators (internal/logger: computeLineAndColumn).
+_LINE_BREAK = re.compile("\r\n|[\r\n\u2028\u2029]")
+
+
+def line_starts(code: str) -> list[int]:
+    """Start index of every line of ``code``, lines ending where esbuild ends them."""
+    return [0, *(match.end() for match in _LINE_BREAK.finditer(code))]
+
+
+def line_of(starts: list[int], index: int) -> int:
+    """0-based line that holds str index ``index`` (``starts`` from :func:`line_starts`)."""
+    return bisect.bisect_right(starts, index) - 1
+
+
+def utf8_column_to_index(code: str, starts: list[int], line: int, byte_column: int) -> int:
+    """str index of esbuild's (1-based ``line``, UTF-8 ``byte_column``); a byte inside a character maps to
+    that character's start, a column past the line's end to the line's end."""
+    row = min(max(line, 1), len(starts)) - 1
+    end = starts[row + 1] if row + 1 < len(starts) else len(code)
+    prefix = code[starts[row] : end].encode("utf-8", "surrogatepass")[: max(byte_column, 0)]
+    return starts[row] + len(prefix.decode("utf-8", "ignore"))
+
+
+def utf16_indexer(code: str) -> Callable[[int], int]:
+    """A function from a UTF-16 code unit offset into ``code`` (TypeScript's positions) to the str index;
+    an offset inside a surrogate pair maps to its character, one at or past the end to ``len(code)``."""
+    if code.isascii() or max(code) <= "\uffff":
+        return lambda offset: min(max(offset, 0), len(code))
+    ends = list(itertools.accumulate(2 if character > "\uffff" else 1 for character in code))
+    return lambda offset: bisect.bisect_right(ends, max(offset, 0))
+
+
+def diagnostic_range(code: str, starts: list[int], to_index: Callable[[int], int], diagnostic: dict) -> tuple[int, int]:
+    """``[start, end)`` str indices into ``code`` of one worker diagnostic (see ``tsx/worker.mjs``);
+    ``to_index`` is :func:`utf16_indexer` of ``code``."""
+    if "offset_utf16" in diagnostic:
+        offset = diagnostic["offset_utf16"]
+        return to_index(offset), to_index(offset + diagnostic["length"])
+    line, column = diagnostic["line"], diagnostic["column"]
+    return (
+        utf8_column_to_index(code, starts, line, column),
+        utf8_column_to_index(code, starts, line, column + diagnostic["length"]),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Error regions
+
+
+def token_region(code: str, start: int, end: int) -> tuple[int, int]:
+    """The diagnostic's own characters, at least one; at the end of the code, the last non-blank one."""
+    if start >= len(code.rstrip()):
+        last = max(len(code.rstrip()) - 1, 0)
+        return last, last + 1
+    return start, min(max(end, start + 1), len(code))
+
+
+def line_region(starts: list[int], code: str, start: int, end: int) -> tuple[int, int]:
+    """The whole lines (terminators included) that ``[start, end)`` touches."""
+    first, last = line_of(starts, start), line_of(starts, max(end - 1, start))
+    return starts[first], starts[last + 1] if last + 1 < len(starts) else len(code)
+
+
+def element_region(code: str, starts: list[int], elements: list[tuple[int, int]], start: int, end: int):
+    """The innermost of the JSX ``elements`` (str index ranges) holding ``start``, else the line."""
+    holding = [(first, last) for first, last in elements if first <= start < last]
+    if not holding:
+        return line_region(starts, code, start, end)
+    return min(holding, key=lambda element: element[1] - element[0])
+
+
+def error_regions(code: str, answer: dict, region: str) -> list[tuple[int, int]]:
+    """Merged, sorted ``[start, end)`` error regions of one block's worker answer."""
+    starts, to_index = line_starts(code), utf16_indexer(code)
+    elements = [(to_index(first), to_index(last)) for first, last in answer.get("elements", [])]
+    regions = []
+    for diagnostic in answer["diagnostics"]:
+        start, end = token_region(code, *diagnostic_range(code, starts, to_index, diagnostic))
+        if region == "line":
+            start, end = line_region(starts, code, start, end)
+        elif region == "element":
+            start, end = element_region(code, starts, elements, start, end)
+        regions.append((start, end))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(regions):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def block_spans(block_start: int, block_end: int, regions: list[tuple[int, int]], options: Options) -> list[Span]:
+    """Spans tiling one block of the response: ``error_value`` on its regions (block-relative), else
+    ``clean_value``."""
+    spans, cursor = [], block_start
+    for start, end in regions:
+        if block_start + start > cursor:
+            spans.append((cursor, block_start + start, options.clean_value))
+        spans.append((block_start + start, block_start + end, options.error_value))
+        cursor = block_start + end
+    if cursor < block_end:
+        spans.append((cursor, block_end, options.clean_value))
+    return spans
+
+
+# ---------------------------------------------------------------------------------------------------
+# Results
+
+
+def _result(score: float = 0.0, spans=(), *, num_diagnostics=0, num_blocks=0, **flags) -> dict:
+    result = {
+        "score": score,
+        "spans": list(spans),
+        "compiled": int(score == 1.0),
+        "no_code": 0,
+        "num_diagnostics": num_diagnostics,
+        "num_blocks": num_blocks,
+        "oversized": 0,
+        "checker_error": 0,
+    }
+    result.update(flags)
+    return result
+
+
+def precheck(text: str, options: Options) -> tuple[list[tuple[int, int]], dict | None]:
+    """The blocks of ``text`` to check, or the final result when none needs checking."""
+    if not isinstance(text, str):
+        raise TypeError(f"solution_str must be a str, got {type(text).__name__}")
+    blocks = extract_blocks(text, options.blocks)
+    if not blocks:
+        return blocks, _result(no_code=1)
+    if sum(end - start for start, end in blocks) > options.max_code_chars:
+        return blocks, _result(num_blocks=len(blocks), oversized=1)
+    return blocks, None
+
+
+def score_answers(text: str, blocks: list[tuple[int, int]], answers: list[dict], options: Options) -> dict:
+    """The reward of ``text`` from the worker's answers for its ``blocks`` (see the module docstring)."""
+    num_diagnostics = sum(answer["total"] for answer in answers)
+    if all(answer["ok"] for answer in answers):
+        return _result(1.0, num_blocks=len(blocks))
+    spans = []
+    for (start, end), answer in zip(blocks, answers, strict=True):
+        regions = error_regions(text[start:end], answer, options.region)
+        spans.extend(block_spans(start, end, regions, options))
+    return _result(0.0, spans, num_diagnostics=num_diagnostics, num_blocks=len(blocks))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The worker client
+
+
+class CheckerError(RuntimeError):
+    """The worker crashed, timed out or failed on a request (the sample scores 0, ``checker_error=1``)."""
+
+
+class CheckerSetupError(RuntimeError):
+    """The worker cannot start: ``node`` or the npm packages are missing (raised, training stops)."""
+
+
+def _settle(future: concurrent.futures.Future, result=None, error: BaseException | None = None) -> None:
+    """Resolve ``future`` unless it is already resolved or was cancelled (an abandoned async wait)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
+class _WorkerProcess:
+    """One running ``node tsx/worker.mjs`` with its pending requests; a reader thread resolves them."""
+
+    def __init__(self, node: str, script: Path):
+        self.process = subprocess.Popen(
+            [node, str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            encoding="utf-8",
+            errors="surrogatepass",
+            cwd=script.parent,
+        )
+        self.pending: dict[int, concurrent.futures.Future] = {}
+        self.pending_lock = threading.Lock()
+        self.write_lock = threading.Lock()
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
+        self.ready: concurrent.futures.Future = concurrent.futures.Future()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stderr(self) -> None:
+        for line in self.process.stderr:
+            self.stderr_tail.append(line.rstrip())
+
+    def _read_stdout(self) -> None:
+        for line in self.process.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self.stderr_tail.append(f"(stdout) {line[:200].rstrip()}")
+                continue
+            if message.get("ready"):
+                _settle(self.ready, result=message)
+                continue
+            with self.pending_lock:
+                future = self.pending.pop(message.get("id"), None)
+            if future is None:
+                continue
+            if "error" in message:
+                _settle(future, error=CheckerError(f"the TSX worker failed on a request: {message['error']}"))
+            else:
+                _settle(future, result=message)
+        self.process.wait()
+        error = CheckerError(f"the TSX worker exited (code {self.process.returncode}): {self.describe()}")
+        _settle(self.ready, error=error)
+        with self.pending_lock:
+            failed, self.pending = list(self.pending.values()), {}
+        for future in failed:
+            _settle(future, error=error)
+
+    def describe(self) -> str:
+        return " | ".join(self.stderr_tail) or "no stderr output"
+
+    def submit(self, request: dict) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self.pending_lock:
+            self.pending[request["id"]] = future
+        # A separate write lock: the reader thread never waits for a writer stuck on a full pipe.
+        with self.write_lock:
+            try:
+                self.process.stdin.write(json.dumps(request) + "\n")
+                self.process.stdin.flush()
+            except (OSError, ValueError) as error:
+                with self.pending_lock:
+                    self.pending.pop(request["id"], None)
+                raise CheckerError(f"cannot write to the TSX worker: {error}; {self.describe()}") from error
+        return future
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+class TsxChecker:
+    """Thread-safe client of the long-lived worker: many requests in flight, lazy (re)start.
+
+    ``check`` / ``check_async`` send a batch of code strings and return the worker's answers in order.
+    A worker that does not answer a batch within its timeout is killed (its other pending requests fail
+    with :class:`CheckerError` too); a dead worker is replaced on the next call.
+    """
+
+    def __init__(self, script: Path = WORKER_SCRIPT, node: str | None = None):
+        self.script = Path(script)
+        self.node = node or shutil.which("node")
+        self.worker: _WorkerProcess | None = None
+        self.lock = threading.Lock()
+        self.ids = itertools.count()
+
+    def _running(self) -> _WorkerProcess:
+        with self.lock:
+            if self.worker is None or self.worker.process.poll() is not None:
+                self.worker = self._start()
+            return self.worker
+
+    def _start(self) -> _WorkerProcess:
+        hint = f"(install its npm packages with `make setup` or `npm ci --prefix {self.script.parent}`)"
+        if self.node is None:
+            raise CheckerSetupError("node is not on PATH; the TSX reward needs Node.js >= 18")
+        try:
+            worker = _WorkerProcess(self.node, self.script)
+        except OSError as error:
+            raise CheckerSetupError(f"cannot run {self.node} {self.script}: {error}") from error
+        try:
+            worker.ready.result(timeout=STARTUP_TIMEOUT)
+        except (CheckerError, concurrent.futures.TimeoutError) as error:
+            worker.kill()
+            raise CheckerSetupError(f"the TSX worker did not start {hint}: {error}") from error
+        return worker
+
+    def submit(self, codes: list[str], level: str, elements: bool, max_diagnostics: int):
+        """Send one request per code string; returns ``(worker, futures)``."""
+        worker = self._running()
+        futures = [
+            worker.submit(
+                {
+                    "id": next(self.ids),
+                    "code": code,
+                    "level": level,
+                    "elements": elements,
+                    "max_diagnostics": max_diagnostics,
+                }
+            )
+            for code in codes
+        ]
+        return worker, futures
+
+    def kill(self, worker: _WorkerProcess) -> None:
+        """Kill ``worker`` (a hung one); the next call starts a fresh worker."""
+        worker.kill()
+        with self.lock:
+            if self.worker is worker:
+                self.worker = None
+
+    def check(self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float) -> list[dict]:
+        """The worker's answers for ``codes``, in order; raises :class:`CheckerError`."""
+        worker, futures = self.submit(codes, level, elements, max_diagnostics)
+        _, waiting = concurrent.futures.wait(futures, timeout=timeout)
+        if waiting:
+            self.kill(worker)
+            raise CheckerError(
+                f"the TSX worker did not answer within {timeout} s; it was killed, the next call starts a new one"
+            )
+        return [future.result() for future in futures]
+
+    async def check_async(self, codes, level, elements, max_diagnostics, timeout) -> list[dict]:
+        """:meth:`check` for an event loop: waits without blocking the loop."""
+        worker, futures = self.submit(codes, level, elements, max_diagnostics)
+        try:
+            return await asyncio.wait_for(asyncio.gather(*map(asyncio.wrap_future, futures)), timeout)
+        except asyncio.TimeoutError:
+            self.kill(worker)
+            raise CheckerError(
+                f"the TSX worker did not answer within {timeout} s; it was killed, the next call starts a new one"
+            ) from None
+
+    def close(self) -> None:
+        with self.lock:
+            worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.kill()
+
+
+_checker_lock = threading.Lock()
+_checker: TsxChecker | None = None
+
+
+def shared_checker() -> TsxChecker:
+    """The process's shared :class:`TsxChecker` (a forked child gets its own)."""
+    global _checker
+    with _checker_lock:
+        if _checker is None:
+            _checker = TsxChecker()
+        return _checker
+
+
+def _forget_checker_in_child() -> None:
+    global _checker, _checker_lock
+    _checker, _checker_lock = None, threading.Lock()
+
+
+def _close_shared_checker() -> None:
+    if _checker is not None:
+        _checker.close()
+
+
+os.register_at_fork(after_in_child=_forget_checker_in_child)
+atexit.register(_close_shared_checker)
+
+
+# ---------------------------------------------------------------------------------------------------
+# verl entry points
+
+
+def _request_args(text: str, blocks: list[tuple[int, int]], options: Options) -> tuple:
+    codes = [text[start:end] for start, end in blocks]
+    return codes, options.level, options.region == "element", options.max_diagnostics, options.timeout
+
+
+def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
+    """The TSX compile reward of ``solution_str`` (a dict, see the module docstring); thread-safe."""
+    options = parse_options(kwargs)
+    blocks, final = precheck(solution_str, options)
+    if final is not None:
+        return final
+    try:
+        answers = shared_checker().check(*_request_args(solution_str, blocks, options))
+    except CheckerError:
+        return _result(num_blocks=len(blocks), checker_error=1)
+    return score_answers(solution_str, blocks, answers, options)
+
+
+async def compute_score_async(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
+    """:func:`compute_score` for verl's event loop (``name=compute_score_async``); never blocks the loop
+    except for the first call of a process, which starts the worker."""
+    options = parse_options(kwargs)
+    blocks, final = precheck(solution_str, options)
+    if final is not None:
+        return final
+    try:
+        answers = await shared_checker().check_async(*_request_args(solution_str, blocks, options))
+    except CheckerError:
+        return _result(num_blocks=len(blocks), checker_error=1)
+    return score_answers(solution_str, blocks, answers, options)
