@@ -1,0 +1,1 @@
+"""Data preparation: Hugging Face datasets or local files into verl's RL parquet format."""

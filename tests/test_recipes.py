@@ -1,0 +1,511 @@
+"""The paper-scale recipes against verl's real config and reward path, and the data scripts on local samples.
+
+Nothing here downloads: recipes are only composed, data comes from small JSONL files written by the tests.
+"""
+
+import asyncio
+import copy
+import dataclasses
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+from tokenizer_fixtures import byte_level_bpe
+from verl import DataProto
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `python -m recipes...` runs from the repository root; so do these imports
+    sys.path.insert(0, str(ROOT))
+
+from recipes import algorithms  # noqa: E402
+from recipes.data import prepare_aime, prepare_react  # noqa: E402
+from recipes.launch import command  # noqa: E402
+from recipes.launch import main as launch  # noqa: E402
+
+PARSER = OverridesParser.create()
+# The keys that define an algorithm (the issue's list): two algorithms' configs may differ only here.
+ALGORITHM_KEYS = (
+    "algorithm.",
+    "actor_rollout_ref.actor.clip_ratio_low",
+    "actor_rollout_ref.actor.clip_ratio_high",
+    "actor_rollout_ref.actor.loss_agg_mode",
+    "actor_rollout_ref.actor.loss_scale_factor",
+    "actor_rollout_ref.actor.policy_loss.loss_mode",
+    "reward.reward_manager.name",
+    "reward.bot_token.",
+    "reward.reward_kwargs.",
+    "reward.custom_reward_function.path",
+    "reward.custom_reward_function.reward_kwargs.token_reward_path",
+    "trainer.experiment_name",  # the run's name
+)
+# Keys verl's config does not define and that a recipe adds on purpose ('+'); anything else must exist.
+NEW_KEYS = (
+    "reward.custom_reward_function.reward_kwargs.",  # options of the reward function
+    "reward.reward_kwargs.",  # verl's dapo reward manager reads its overlong settings here
+    "data.apply_chat_template_kwargs.",  # an empty dict in verl's config
+)
+PRODUCT = [(t, m, a) for t in algorithms.TASKS for m in algorithms.MODELS for a in algorithms.ALGORITHMS]
+# Composing costs ~0.5 s of YAML parsing a call: every algorithm with one model, every other model with DAPO
+# (whose overrides are the most). Model and algorithm overrides name disjoint keys (checked on PRODUCT).
+FIRST_MODEL, *OTHER_MODELS = algorithms.MODELS
+COMPOSED = [(t, FIRST_MODEL, a) for t in algorithms.TASKS for a in algorithms.ALGORITHMS]
+COMPOSED += [(t, m, "dapo") for t in algorithms.TASKS for m in OTHER_MODELS]
+
+
+@pytest.fixture(scope="module")
+def composed():
+    """Compose verl's ``ppo_trainer`` with the given overrides, once per distinct list (seed 0)."""
+    cache = {}
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+
+        def get(*overrides):
+            if overrides not in cache:
+                cache[overrides] = compose("ppo_trainer", overrides=list(overrides))
+            return cache[overrides]
+
+        yield get
+
+
+def recipe(task, model, algorithm, seed=0):
+    return tuple(algorithms.overrides(task, model, algorithm, seed, ROOT / algorithms.TASKS[task].data_dir))
+
+
+def flat(config) -> dict:
+    """``{"a.b.c": leaf}`` of a config, interpolations unresolved, lists as leaves."""
+    out = {}
+
+    def walk(node, prefix):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{prefix}{key}.")
+        else:
+            out[prefix[:-1]] = node
+
+    walk(OmegaConf.to_container(config, resolve=False), "")
+    return out
+
+
+MISSING = object()
+
+
+@pytest.mark.parametrize(("task", "model", "algorithm"), PRODUCT)
+def test_every_recipe_sets_each_key_once_and_adds_only_keys_new_by_design(task, model, algorithm):
+    overrides = [PARSER.parse_override(text) for text in recipe(task, model, algorithm)]
+    keys = [override.key_or_group for override in overrides]
+    assert len(keys) == len(set(keys)), "a key is set twice"
+    for override in overrides:
+        if override.is_add():
+            assert override.key_or_group == "preset" or override.key_or_group.startswith(NEW_KEYS), override.input_line
+    assert keys.count("preset") == (algorithms.ALGORITHMS[algorithm].reward == "token")
+
+
+@pytest.mark.parametrize(("task", "model", "algorithm"), COMPOSED)
+def test_recipes_compose_against_verls_config_and_every_key_holds_its_value(composed, task, model, algorithm):
+    overrides = recipe(task, model, algorithm)
+    config = composed(*overrides)
+    plain = composed()
+    for text in overrides:
+        override = PARSER.parse_override(text)
+        key = override.key_or_group
+        if key == "preset":  # a config group of this package, not a key
+            assert override.value() in ("bot_grpo", "pure") and "preset" not in config
+            continue
+        if override.is_add():  # new by design: verl's own config has no such key
+            assert OmegaConf.select(plain, key, default=MISSING) is MISSING, text
+        value = OmegaConf.select(config, key, default=MISSING)
+        value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+        assert value == override.value(), text
+    assert config.actor_rollout_ref.rollout.name == "vllm"
+
+
+def test_the_table_refuses_inconsistent_rows():
+    react = algorithms.TASKS["react"]
+    with pytest.raises(ValueError, match="one full sequence"):
+        dataclasses.replace(react, max_tokens_per_gpu=react.max_prompt_length + react.max_response_length - 1)
+    with pytest.raises(ValueError, match="multiple of ppo_mini_batch_size"):
+        dataclasses.replace(react, ppo_mini_batch_size=react.train_batch_size - 1)
+    with pytest.raises(ValueError, match="reward must be one of"):
+        algorithms.Algorithm(("algorithm.adv_estimator=grpo",), "dense", "?")
+    with pytest.raises(ValueError, match="unknown model 'gpt'"):
+        algorithms.overrides("react", "gpt", "grpo", 0, ROOT)
+
+
+def test_a_misspelled_key_does_not_compose(composed):
+    with pytest.raises(ConfigCompositionException):
+        composed(*recipe("react", FIRST_MODEL, "grpo"), "actor_rollout_ref.actor.clip_ratio_hihg=0.28")
+
+
+@pytest.mark.parametrize("task", algorithms.TASKS)
+def test_algorithms_differ_only_in_algorithm_keys(composed, task):
+    reference = flat(composed(*recipe(task, FIRST_MODEL, "grpo")))
+    for algorithm in algorithms.ALGORITHMS:
+        config = flat(composed(*recipe(task, FIRST_MODEL, algorithm)))
+        differing = {key for key in reference.keys() | config.keys() if reference.get(key) != config.get(key)}
+        assert not sorted(key for key in differing if not key.startswith(ALGORITHM_KEYS)), algorithm
+        assert algorithm == "grpo" or differing - {"trainer.experiment_name"}, f"{algorithm} is grpo"
+
+
+# What each algorithm must set (its paper's settings, verl 0.9.1 keys), checked on the composed config.
+EXPECTED = {
+    "grpo": {"algorithm.adv_estimator": "grpo", "algorithm.norm_adv_by_std_in_grpo": True,
+             "reward.reward_manager.name": "naive"},
+    "dr_grpo": {"algorithm.adv_estimator": "grpo", "algorithm.norm_adv_by_std_in_grpo": False,
+                "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-sum-norm",
+                "actor_rollout_ref.actor.loss_scale_factor": "max_response_length"},
+    "dapo": {"actor_rollout_ref.actor.clip_ratio_low": 0.2, "actor_rollout_ref.actor.clip_ratio_high": 0.28,
+             "actor_rollout_ref.actor.loss_agg_mode": "token-mean", "algorithm.filter_groups.enable": True,
+             "algorithm.filter_groups.metric": "acc", "reward.reward_manager.name": "dapo",
+             "reward.reward_kwargs.max_resp_len": "max_response_length",
+             "reward.reward_kwargs.overlong_buffer_cfg.enable": True,
+             "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": 1.0},
+    "gspo": {"actor_rollout_ref.actor.policy_loss.loss_mode": "gspo", "actor_rollout_ref.actor.clip_ratio_low": 3e-4,
+             "actor_rollout_ref.actor.clip_ratio_high": 4e-4,
+             "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-mean"},
+    "pure": {"algorithm.adv_estimator": "pure", "algorithm.pure.temperature": 0.1,
+             "reward.reward_manager.name": "bot_token"},
+    "bot_grpo": {"algorithm.adv_estimator": "bot_grpo", "algorithm.bot_grpo.weighting": "inverse_length",
+                 "algorithm.bot_grpo.credit": "token", "reward.reward_manager.name": "bot_token"},
+    "bot_grpo_uniform": {"algorithm.adv_estimator": "bot_grpo", "algorithm.bot_grpo.weighting": "uniform"},
+    "bot_grpo_no_std": {"algorithm.adv_estimator": "bot_grpo", "algorithm.norm_adv_by_std_in_grpo": False},
+    "bot_grpo_return_to_go": {"algorithm.adv_estimator": "bot_grpo", "algorithm.bot_grpo.credit": "return_to_go"},
+}  # fmt: skip
+OUTCOME = ("grpo", "dr_grpo", "dapo", "gspo")
+
+
+@pytest.mark.parametrize("task", algorithms.TASKS)
+def test_each_algorithm_has_its_papers_settings(composed, task):
+    assert set(EXPECTED) == set(algorithms.ALGORITHMS)
+    for algorithm, expected in EXPECTED.items():
+        config = composed(*recipe(task, FIRST_MODEL, algorithm))
+        for key, value in expected.items():
+            value = config.data.max_response_length if value == "max_response_length" else value
+            assert OmegaConf.select(config, key) == value, (algorithm, key)
+        path = Path(config.reward.custom_reward_function.path)
+        if algorithm in OUTCOME:  # scalar outcome through the wrapper, same function underneath
+            assert path == ROOT / "recipes" / "outcome_reward.py"
+            path = Path(config.reward.custom_reward_function.reward_kwargs.token_reward_path)
+        assert path == ROOT / algorithms.TASKS[task].reward_path and path.is_file()
+    dapo = composed(*recipe(task, FIRST_MODEL, "dapo"))
+    assert 0 < dapo.reward.reward_kwargs.overlong_buffer_cfg.len < dapo.data.max_response_length
+
+
+INNER_REWARD = textwrap.dedent(
+    """
+    def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        assert kwargs.get("prm_backend") == "endpoint", kwargs  # the task's options arrive
+        score = float(ground_truth in solution_str)
+        return {"score": score, "spans": [(0, 1, -1.0)] * (len(solution_str) % 3), "chars": len(solution_str)}
+
+    def with_acc(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        return {"score": -1.0, "acc": 0.0}
+
+    def bad_span(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        return {"score": 1.0, "spans": [(0, 10**6, 1.0)]}
+
+    async def async_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        return 1.0
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def inner_reward(tmp_path_factory):
+    path = tmp_path_factory.mktemp("reward") / "inner.py"
+    path.write_text(INNER_REWARD)
+    return path
+
+
+def dapo_sample(tokenizer, response_tokens: int, ground_truth: str) -> DataProto:
+    """One finished sample as verl's agent loop hands it to a reward manager."""
+    prompt = torch.tensor(tokenizer.encode("Solve:", add_special_tokens=False))
+    word = tokenizer.encode(" 42", add_special_tokens=False)
+    responses = torch.tensor((word * response_tokens)[:response_tokens])
+    input_ids = torch.cat([prompt, responses])
+    batch = TensorDict(
+        {
+            "prompts": prompt[None],
+            "responses": responses[None],
+            "input_ids": input_ids[None],
+            "attention_mask": torch.ones_like(input_ids)[None],
+        },
+        batch_size=1,
+    )
+    non_tensor = {
+        "data_source": np.array(["aime_2024"]),
+        "reward_model": np.array([{"ground_truth": ground_truth, "style": "rule"}]),
+        "extra_info": np.array([{"index": 0}]),
+    }
+    return DataProto(batch=batch, non_tensor_batch=non_tensor)
+
+
+def test_dapo_recipe_shapes_overlong_rewards_through_verls_dapo_manager(composed, inner_reward):
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    config = composed(
+        *recipe("aime", FIRST_MODEL, "dapo"),
+        f"reward.custom_reward_function.reward_kwargs.token_reward_path={inner_reward}",
+    )
+    tokenizer = byte_level_bpe()
+    budget, buffer = config.data.max_response_length, config.reward.reward_kwargs.overlong_buffer_cfg.len
+    lengths = {"short": 100, "in_buffer": budget - buffer // 2, "full": budget}
+
+    async def run():
+        manager = load_reward_manager(config, tokenizer)
+        assert type(manager).__name__ == "DAPORewardManager"
+        return {name: await manager.run_single(dapo_sample(tokenizer, n, "42")) for name, n in lengths.items()}
+
+    results = asyncio.run(run())
+    for name, expected_penalty in {"short": 0.0, "in_buffer": -(buffer - buffer // 2) / buffer, "full": -1.0}.items():
+        assert results[name]["reward_score"] == pytest.approx(1.0 + expected_penalty)
+        assert results[name]["reward_extra_info"]["acc"] == 1.0 and "spans" not in results[name]["reward_extra_info"]
+
+
+def test_outcome_wrapper_keeps_score_and_scalars_and_stacks_like_verl(inner_reward):
+    from verl.utils.import_utils import load_module
+
+    wrapper = load_module(str(ROOT / "recipes" / "outcome_reward.py"))  # by path, as verl loads it
+    common = {"data_source": "x", "ground_truth": "7", "token_reward_path": str(inner_reward)}
+    options = {"prm_backend": "endpoint"}
+    results = [wrapper.compute_score(solution_str=text, **common, **options) for text in ("a 7", "b 77 c", "nope")]
+    assert results[0] == {"acc": 1.0, "chars": 3.0, "score": 1.0}
+    assert [r["score"] for r in results] == [1.0, 1.0, 0.0]
+    # verl's agent loop stacks every reward_extra_info key into one array: ragged spans would fail here
+    for key in results[0]:
+        assert np.array([r[key] for r in results]).shape == (3,)
+    assert wrapper.compute_score(solution_str="x", **common, token_reward_name="with_acc") == {
+        "acc": 0.0,
+        "score": -1.0,
+    }
+    with pytest.raises(ValueError, match="out of range"):
+        wrapper.compute_score(solution_str="x", **common, token_reward_name="bad_span")
+    with pytest.raises(TypeError, match="coroutine"):
+        wrapper.compute_score(solution_str="x", **common, token_reward_name="async_score")
+
+
+@pytest.mark.parametrize("task", algorithms.TASKS)
+def test_verl_loads_the_recipes_reward_functions_and_they_accept_the_options(composed, task):
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.utils.import_utils import load_module
+
+    token = get_custom_reward_fn(composed(*recipe(task, FIRST_MODEL, "bot_grpo")))
+    options = dict(token.args[1])
+    assert token.args[0].__name__ == "compute_score" and options == dict(algorithms.TASKS[task].reward_options)
+    outcome = get_custom_reward_fn(composed(*recipe(task, FIRST_MODEL, "gspo")))
+    assert outcome.args[1] == {"token_reward_path": str(ROOT / algorithms.TASKS[task].reward_path), **options}
+    module = load_module(str(ROOT / algorithms.TASKS[task].reward_path))
+    parse = module.parse_options if task == "react" else module.MathPRMConfig.from_kwargs
+    parse(options)  # each reward function validates its options: an unknown name or bad value raises
+
+
+def test_run_sh_prints_one_command_per_algorithm_with_the_launchers_overrides():
+    env = {**os.environ, "DRY_RUN": "1", "PYTHON": sys.executable, "MODEL": "smollm3-3b", "SEED": "3"}
+    for task in algorithms.TASKS:
+        out = subprocess.run(
+            ["bash", str(ROOT / "recipes" / task / "run.sh"), "trainer.nnodes=2"],
+            env=env,
+            cwd="/",
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        data_dir = ROOT / algorithms.TASKS[task].data_dir  # run.sh works from the repository root
+        expected = [command(task, "smollm3-3b", a, 3, data_dir, ["trainer.nnodes=2"]) for a in algorithms.ALGORITHMS]
+        assert [shlex.split(line) for line in out.splitlines()] == expected
+
+
+def test_launch_runs_every_seed_of_the_task_by_default(capsys, tmp_path):
+    assert (
+        launch(
+            [
+                "--task",
+                "aime",
+                "--model",
+                "phi4-mini-reasoning",
+                "--algorithm",
+                "pure",
+                "--dry-run",
+                "--data-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    seeds = algorithms.TASKS["aime"].seeds
+    assert [shlex.split(line) for line in lines] == [
+        command("aime", "phi4-mini-reasoning", "pure", seed, tmp_path, []) for seed in seeds
+    ]
+    assert f"data.train_files={tmp_path / 'train.parquet'}" in lines[0]
+    with pytest.raises(SystemExit):
+        launch(["--task", "aime", "--model", "gpt-5", "--algorithm", "pure"])
+
+
+def test_launch_runs_the_commands_and_stops_at_the_first_failure(monkeypatch, tmp_path):
+    ran = []
+
+    def run(argv, check):
+        ran.append(argv)
+        return subprocess.CompletedProcess(argv, returncode=0 if len(ran) == 1 else 3)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    assert launch(["--task", "react", "--model", "qwen2.5-3b", "--algorithm", "dapo", "--data-dir", str(tmp_path)]) == 3
+    assert ran == [
+        command("react", "qwen2.5-3b", "dapo", seed, tmp_path, []) for seed in algorithms.TASKS["react"].seeds[:2]
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Data scripts
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def write_jsonl(path: Path, records: list[dict]) -> str:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return str(path)
+
+
+def rlhf_dataset(parquet: Path, tmp_path: Path):
+    """verl's RLHFDataset over ``parquet`` with a local tokenizer (HF datasets cache kept in tmp_path)."""
+    import datasets
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    tokenizer = copy.deepcopy(byte_level_bpe())
+    tokenizer.chat_template = CHAT_TEMPLATE
+    config = OmegaConf.create(
+        {
+            "max_prompt_length": 4096,
+            "filter_overlong_prompts": True,
+            "filter_overlong_prompts_workers": 1,
+            "cache_dir": str(tmp_path / "verl"),
+        }
+    )
+    previous, datasets.config.HF_DATASETS_CACHE = datasets.config.HF_DATASETS_CACHE, str(tmp_path / "hf")
+    try:
+        return RLHFDataset(str(parquet), tokenizer, config)
+    finally:
+        datasets.config.HF_DATASETS_CACHE = previous
+
+
+def react_records():
+    requests = [f"Build a counter component number {i} with a reset button." for i in range(10)]
+    records = [
+        {
+            "messages": [
+                {"role": "system", "content": "ignored"},
+                {"role": "user", "content": f"  {r} "},
+                {"role": "assistant", "content": "```tsx\n...\n```"},
+            ]
+        }
+        for r in requests
+    ]
+    records += [records[3], {"messages": [{"role": "user", "content": "   "}]}, {"messages": []}]
+    return requests, records
+
+
+def test_prepare_react_writes_verl_rows_that_rlhf_dataset_reads(tmp_path):
+    requests, records = react_records()
+    source = write_jsonl(tmp_path / "react.jsonl", records)
+    train, test = prepare_react.main(["--source", source, "--test-size", "3", "--out-dir", str(tmp_path / "out")])
+    train_rows, test_rows = pd.read_parquet(train), pd.read_parquet(test)
+    assert (len(train_rows), len(test_rows)) == (7, 3)  # blank and duplicate requests dropped
+    seen = [row["instruction"] for row in train_rows.extra_info] + [row["instruction"] for row in test_rows.extra_info]
+    assert sorted(seen) == sorted(requests)
+    dataset = rlhf_dataset(train, tmp_path)
+    assert len(dataset) == 7
+    item = dataset[2]
+    assert item["data_source"] == "react_tsx" and item["index"] == 2 and item["extra_info"]["split"] == "train"
+    assert [m["role"] for m in item["raw_prompt"]] == ["system", "user"]
+    assert item["raw_prompt"][0]["content"] == prepare_react.SYSTEM_PROMPT
+    assert item["raw_prompt"][1]["content"] == item["extra_info"]["instruction"] in requests
+    assert item["reward_model"] == {"style": "rule", "ground_truth": ""}
+    # the same seed gives the same split; --max-train truncates the training split only
+    again = prepare_react.main(
+        [
+            "--source",
+            source,
+            "--test-size",
+            "3",
+            "--max-train",
+            "2",
+            "--system-prompt",
+            "",
+            "--out-dir",
+            str(tmp_path / "again"),
+        ]
+    )
+    assert list(pd.read_parquet(again[1]).prompt.map(lambda p: p[0]["content"])) == [
+        row["instruction"] for row in test_rows.extra_info
+    ]
+    assert len(pd.read_parquet(again[0])) == 2
+
+
+def test_prepare_react_names_a_missing_field(tmp_path):
+    source = write_jsonl(tmp_path / "react.jsonl", [{"prompt": "x"}])
+    with pytest.raises(KeyError, match="row 0 .* no field 'messages'"):
+        prepare_react.main(["--source", source, "--out-dir", str(tmp_path)])
+
+
+AIME = [
+    {"problem": "Find the remainder when 2^10 is divided by 1000.", "answer": "024"},
+    {"problem": "How many positive divisors does 2024 have?", "answer": 16},
+]
+
+
+def test_prepare_aime_writes_train_and_aime_test_rows_that_rlhf_dataset_reads(tmp_path):
+    train_records = [{"question": f"What is {i} + {i}?", "final": str(2 * i)} for i in range(5)]
+    train_records += [{"question": AIME[1]["problem"], "final": "16"}, {"question": "Blank answer?", "final": None}]
+    train_source = write_jsonl(tmp_path / "math.jsonl", train_records)
+    test_source = write_jsonl(tmp_path / "aime.jsonl", AIME)
+    train, test = prepare_aime.main(
+        [
+            "--train-source",
+            train_source,
+            "--train-problem-field",
+            "question",
+            "--train-answer-field",
+            "final",
+            "--test-source",
+            test_source,
+            "--out-dir",
+            str(tmp_path / "out"),
+        ]
+    )
+    train_rows = pd.read_parquet(train)
+    assert len(train_rows) == 5  # the AIME problem and the blank answer are dropped
+    assert [row["ground_truth"] for row in train_rows.reward_model] == [str(2 * i) for i in range(5)]
+    dataset = rlhf_dataset(test, tmp_path)
+    assert len(dataset) == 2
+    items = [dataset[0], dataset[1]]
+    assert [item["reward_model"]["ground_truth"] for item in items] == ["24", "16"]
+    assert items[0]["data_source"] == "aime_2024" and items[0]["extra_info"]["question"] == AIME[0]["problem"]
+    assert items[1]["raw_prompt"] == [
+        {"role": "user", "content": f"{AIME[1]['problem']}\n\n{prepare_aime.INSTRUCTION}"}
+    ]
+    assert "\\boxed{}" in prepare_aime.INSTRUCTION and "blank line" in prepare_aime.INSTRUCTION
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"), [("2.5", "integers 0-999"), ("1000", "integers 0-999"), (None, "got ''")]
+)
+def test_prepare_aime_refuses_a_test_answer_that_is_not_an_aime_answer(tmp_path, answer, message):
+    test_source = write_jsonl(tmp_path / "aime.jsonl", [AIME[0], {"problem": "p", "answer": answer}])
+    train_source = write_jsonl(tmp_path / "math.jsonl", [{"problem": "q", "answer": "1"}])
+    with pytest.raises(ValueError, match=f"row 1 of .*{message}"):
+        prepare_aime.main(["--train-source", train_source, "--test-source", test_source, "--out-dir", str(tmp_path)])
