@@ -34,6 +34,7 @@ setup(
         "hydra-core>=1.3.2,<1.4",
         "ray>=2.41",
         "numpy",
+        "psutil",
         # verl 0.9.1 imports these on its default (V1, TransferQueue) trainer path without declaring them.
         "transferqueue>=0.1.11",
         "cachetools",

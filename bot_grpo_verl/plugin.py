@@ -14,9 +14,11 @@ from bot_grpo_verl import ESTIMATOR_NAME
 
 def register() -> None:
     """Register the ``bot_grpo`` estimator and the ``bot_token`` reward manager, and adapt verl's internals."""
+    from bot_grpo_verl.cpu import activate as activate_cpu_mode
     from bot_grpo_verl.verl_compat import apply_adapters, check_verl_version
 
     check_verl_version()
+    activate_cpu_mode()  # first: verl's engine modules cache the device name when imported
     from verl.experimental.reward_loop.reward_manager.registry import register as register_reward_manager
     from verl.trainer.ppo.core_algos import register_adv_est
 

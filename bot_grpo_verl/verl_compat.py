@@ -128,7 +128,7 @@ def adapt_training_metrics() -> None:
         def compute_metrics_with_reward_extra(self, batch, metrics, *args, **kwargs):
             result = compute_metrics(self, batch, metrics, *args, **kwargs)
             data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-            metrics.update(reward_extra_metrics(data["extra_fields"].tolist()))
+            metrics.update(reward_extra_metrics(list(data["extra_fields"])))
             return result
 
         return compute_metrics_with_reward_extra

@@ -1,0 +1,128 @@
+"""Throughput of the CPU rollout (``hf_cpu``) with concurrent requests batched vs one request at a time.
+
+The same 64 requests (random prompts of 16-48 tokens, 64 new tokens each, EOS ignored so that every
+setting does the same work) go through :class:`bot_grpo_verl.cpu.rollout.BatchedGenerator`, the queue
+behind the rollout server, from 1, 4, 16 and 64 concurrent clients. One client is one request at a time;
+64 clients is a whole GRPO batch arriving together, as verl's agent loop sends it.
+
+    python benchmarks/cpu_rollout_batching.py --out benchmarks/results/cpu_rollout_batching.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from bot_grpo_verl.cpu.rollout import BatchedGenerator, SamplingParams
+
+TARGET_SPEEDUP = 4.0
+
+
+def build_model(seed: int) -> Qwen2ForCausalLM:
+    """A random ~3M-parameter Qwen2 (vocabulary 2048), the size of the demo's tiny policy."""
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=2048,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
+    return Qwen2ForCausalLM(config).eval()
+
+
+def make_prompts(count: int, vocab: int, seed: int) -> list[list[int]]:
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(16, 49, (count,), generator=generator)
+    return [torch.randint(3, vocab, (int(n),), generator=generator).tolist() for n in lengths]
+
+
+async def serve(batcher: BatchedGenerator, prompts: list[list[int]], params: SamplingParams, clients: int) -> int:
+    """Send every prompt from ``clients`` concurrent clients, each waiting for its answer before the next."""
+
+    async def client(share: list[list[int]]) -> int:
+        tokens = 0
+        for prompt in share:
+            tokens += len((await batcher.generate(prompt, params)).token_ids)
+        return tokens
+
+    return sum(await asyncio.gather(*(client(prompts[i::clients]) for i in range(clients))))
+
+
+def measure(model, prompts, params, clients: int) -> dict:
+    batcher = BatchedGenerator(model, eos_token_ids=[0], pad_token_id=0, max_batch_size=256)
+    started = time.perf_counter()
+    tokens = asyncio.run(serve(batcher, prompts, params, clients))
+    seconds = time.perf_counter() - started
+    return {
+        "concurrent_clients": clients,
+        "seconds": round(seconds, 3),
+        "generated_tokens": tokens,
+        "tokens_per_s": round(tokens / seconds, 1),
+        "batches": len(batcher.batch_sizes),
+        "mean_batch_size": round(sum(batcher.batch_sizes) / len(batcher.batch_sizes), 1),
+    }
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(5, 3.2))
+    labels = [str(r["concurrent_clients"]) for r in results]
+    axis.bar(labels, [r["tokens_per_s"] for r in results], color="#4c72b0")
+    axis.set_xlabel("concurrent requests")
+    axis.set_ylabel("generated tokens / s")
+    axis.set_title("hf_cpu rollout: batching concurrent requests")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu_rollout_batching.json"))
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    model = build_model(args.seed)
+    prompts = make_prompts(args.requests, model.config.vocab_size, args.seed)
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=1.0, ignore_eos=True)
+    measure(model, prompts[:4], params, 4)  # warm-up
+    results = [measure(model, prompts, params, clients) for clients in (1, 4, 16, args.requests)]
+    speedup = results[-1]["tokens_per_s"] / results[0]["tokens_per_s"]
+    report = {
+        "benchmark": "cpu_rollout_batching",
+        "model_parameters": sum(p.numel() for p in model.parameters()),
+        "requests": args.requests,
+        "max_tokens": args.max_tokens,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "results": results,
+        f"speedup_{args.requests}_vs_1": round(speedup, 2),
+        "target_speedup": TARGET_SPEEDUP,
+        "meets_target": speedup >= TARGET_SPEEDUP,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    plot(results, args.out.with_suffix(".png"))
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Tiny assets for the CPU-mode tests, built locally (no downloads): a ~1M-parameter Qwen2 with random
+weights, a BPE tokenizer with a chat template, a verl RL parquet and a reward function file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+PAD, EOS = "<|endoftext|>", "<|im_end|>"
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+WORDS = "add the numbers and write a short answer with steps one two three four five six seven eight nine ten"
+REWARD_SOURCE = '''
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """Outcome: the share of the response's characters that are the letter in ground_truth; token level:
+    +1 on every occurrence of that letter (other tokens get the outcome)."""
+    spans = [(i, i + 1, 1.0) for i, character in enumerate(solution_str) if character == ground_truth]
+    return {"score": solution_str.count(ground_truth) / max(len(solution_str), 1), "spans": spans}
+'''
+
+
+def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    """Byte-level BPE (vocab ~300) with Qwen-style chat tokens and template."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=[PAD, "<|im_start|>", EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator([WORDS] * 50, trainer)
+    from tokenizers import decoders
+
+    tokenizer.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token=EOS, pad_token=PAD, chat_template=CHAT_TEMPLATE
+    )
+
+
+def tiny_qwen2(tokenizer: PreTrainedTokenizerFast, seed: int = 0) -> Qwen2ForCausalLM:
+    """A randomly initialised Qwen2 (~0.9M parameters) over ``tokenizer``'s vocabulary."""
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
+    return Qwen2ForCausalLM(config).eval()
+
+
+def save_tiny_model(directory: Path, seed: int = 0) -> Path:
+    """Write the tiny tokenizer and model (safetensors, fp32) to ``directory``; return it."""
+    tokenizer = tiny_tokenizer()
+    model = tiny_qwen2(tokenizer, seed)
+    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def write_dataset(path: Path, rows: int, seed: int = 0) -> Path:
+    """A parquet in verl's RL format: chat prompt, data_source, reward_model.ground_truth, extra_info."""
+    generator = torch.Generator().manual_seed(seed)
+    letters = "aeiou"
+    records = []
+    for index in range(rows):
+        a, b = (int(x) for x in torch.randint(1, 9, (2,), generator=generator))
+        records.append(
+            {
+                "data_source": "cpu_smoke",
+                "prompt": [{"role": "user", "content": f"add {a} and {b}"}],
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": letters[index % len(letters)]},
+                "extra_info": {"split": "train", "index": index},
+            }
+        )
+    pd.DataFrame(records).to_parquet(path)
+    return path
+
+
+def write_reward_function(path: Path) -> Path:
+    path.write_text(REWARD_SOURCE)
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,212 @@
+"""The CPU demo's assets: corpus, tokenizer, chat template through verl's real RLHFDataset, model, cache."""
+
+import json
+import unicodedata
+
+import pandas as pd
+import pytest
+import torch
+from omegaconf import OmegaConf
+from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2ForCausalLM
+
+from bot_grpo_verl.demo import assets, corpus
+from bot_grpo_verl.demo.assets import DemoSettings, build_assets
+
+# Seconds to build on 2 cores; big enough that SFT visibly learns.
+TINY = DemoSettings(
+    sft_examples=64,
+    train_prompts=12,
+    val_prompts=8,
+    vocab_size=512,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    sft_steps=24,
+    sft_batch_size=8,
+    sft_learning_rate=1e-2,
+    eval_samples=4,
+    max_response_tokens=24,
+)
+needs_checker = pytest.mark.skipif(
+    not (assets.REACT_TSX.parent / "tsx" / "node_modules").exists(), reason="run npm ci in reward_models/tsx"
+)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("demo_cache")
+
+
+@pytest.fixture(scope="module")
+def built(cache_dir):
+    return build_assets(cache_dir, seed=3, settings=TINY, progress=lambda message: None)
+
+
+def test_corpus_is_deterministic_distinct_and_covers_every_kind():
+    first, again = corpus.generate_corpus(40, seed=7), corpus.generate_corpus(40, seed=7)
+    assert first == again
+    assert corpus.generate_corpus(40, seed=8) != first
+    assert len({example.prompt for example in first}) == 40
+    assert {example.kind for example in first} == set(corpus.KINDS)
+    for example in first:
+        assert example.prompt.startswith("Write a React component `")
+        assert f"export function {example.name}(" in example.code
+        assert example.response == f"```tsx\n{example.code}```"
+
+
+def test_corpus_rejects_a_negative_size():
+    with pytest.raises(ValueError, match="corpus size"):
+        corpus.generate_corpus(-1, seed=0)
+
+
+@needs_checker
+def test_every_kind_of_solution_compiles_and_broken_code_does_not():
+    responses = [example.response for example in corpus.generate_corpus(5 * len(corpus.KINDS), seed=11)]
+    assert assets.compile_rate(responses)[0] == 1.0
+    unclosed = [response.replace("}\n```", "\n```") for response in responses]
+    assert assets.compile_rate(unclosed)[0] == 0.0
+    assert assets.compile_rate([*responses[:3], unclosed[3]])[0] == 0.75
+
+
+def test_settings_reject_bad_values():
+    with pytest.raises(ValueError, match="vocab_size"):
+        DemoSettings(vocab_size=100)
+    with pytest.raises(ValueError, match="num_attention_heads"):
+        DemoSettings(hidden_size=100, num_attention_heads=3)
+    with pytest.raises(ValueError, match="sizes must be positive"):
+        DemoSettings(sft_batch_size=0)
+
+
+def test_tokenizer_round_trips_tsx_and_unicode_as_verl_loads_it(built):
+    tokenizer = AutoTokenizer.from_pretrained(built.tokenizer_dir)  # what verl's hf_tokenizer does
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
+    assert len(tokenizer) == TINY.vocab_size
+    responses = [json.loads(line)["response"] for line in built.sft_corpus.read_text().splitlines()]
+    unseen = 'const label = "Grüße, 東京 ★ 🎉";\nexport const A = () => <p title={label}>naïve → ok</p>;\n'
+    for text in [*responses[:20], unseen]:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert tokenizer.decode(ids) == text
+    assert tokenizer("x<|im_end|>", add_special_tokens=False)["input_ids"][-1] == tokenizer.eos_token_id
+    # Qwen2's tokenizer normalises to NFC, so only NFC text round-trips byte for byte.
+    decomposed = unicodedata.normalize("NFD", "Café")
+    assert tokenizer.decode(tokenizer(decomposed)["input_ids"]) == "Café"
+    assert len(tokenizer(responses[0])["input_ids"]) < len(responses[0].encode()) / 2  # BPE merged something
+
+
+def test_rl_parquet_has_verls_columns(built):
+    splits = ((built.train_parquet, TINY.train_prompts, "train"), (built.val_parquet, TINY.val_prompts, "val"))
+    for path, size, split in splits:
+        frame = pd.read_parquet(path)
+        assert list(frame.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+        assert len(frame) == size
+        assert set(frame.data_source) == {assets.DATA_SOURCE}
+        assert [row["index"] for row in frame.extra_info] == list(range(size))
+        assert {row["split"] for row in frame.extra_info} == {split}
+        for prompt, reward_model in zip(frame.prompt, frame.reward_model, strict=True):
+            assert [message["role"] for message in prompt] == ["user"]
+            assert reward_model["style"] == "rule" and "export function" in reward_model["ground_truth"]
+    train = set(pd.read_parquet(built.train_parquet).prompt.map(lambda p: p[0]["content"]))
+    val = set(pd.read_parquet(built.val_parquet).prompt.map(lambda p: p[0]["content"]))
+    sft = {json.loads(line)["prompt"] for line in built.sft_corpus.read_text().splitlines()}
+    assert not (train & val or train & sft or val & sft)
+
+
+def test_verls_rlhf_dataset_reads_the_parquet_with_the_built_tokenizer(built, tmp_path):
+    from verl.utils import hf_tokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    tokenizer = hf_tokenizer(str(built.tokenizer_dir))
+    frame = pd.read_parquet(built.train_parquet)
+    lengths = [len(assets.prompt_ids(tokenizer, prompt[0]["content"])) for prompt in frame.prompt]
+    assert max(lengths) <= built.metrics["prompt_tokens"]["max"]
+
+    def dataset(max_prompt_length):
+        config = OmegaConf.create(
+            {"max_prompt_length": max_prompt_length, "filter_overlong_prompts": True, "cache_dir": str(tmp_path)}
+        )
+        return RLHFDataset(str(built.train_parquet), tokenizer, config)
+
+    full = dataset(max(lengths))
+    assert len(full) == TINY.train_prompts
+    # verl's overlong-prompt filter counts prompt tokens exactly as the builder does
+    assert len(dataset(max(lengths) - 1)) == sum(length < max(lengths) for length in lengths)
+    item = full[0]
+    row = frame.iloc[0]
+    assert item["data_source"] == assets.DATA_SOURCE and item["index"] == 0
+    assert item["reward_model"]["ground_truth"] == row.reward_model["ground_truth"]
+    text = tokenizer.apply_chat_template(item["raw_prompt"], add_generation_prompt=True, tokenize=False)
+    assert text == f"<|im_start|>user\n{row.prompt[0]['content']}<|im_end|>\n<|im_start|>assistant\n"
+    ids = assets.prompt_ids(tokenizer, row.prompt[0]["content"])
+    assert tokenizer.decode(ids) == text
+    assert ids[0] == tokenizer.convert_tokens_to_ids("<|im_start|>")
+
+
+def test_saved_model_loads_generates_and_is_the_trained_one(built):
+    model = AutoModelForCausalLM.from_pretrained(built.model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(built.tokenizer_dir)
+    assert isinstance(model, Qwen2ForCausalLM) and model.config.tie_word_embeddings
+    assert sum(p.numel() for p in model.parameters()) == built.metrics["parameters"]
+    assert model.generation_config.eos_token_id == tokenizer.eos_token_id
+    assert (built.model_dir / "model.safetensors").exists()
+
+    frame = pd.read_parquet(built.val_parquet)
+    val = [
+        corpus.Example(info["kind"], info["component"], prompt[0]["content"], reward_model["ground_truth"])
+        for prompt, reward_model, info in zip(frame.prompt, frame.reward_model, frame.extra_info, strict=True)
+    ]
+    held_out = assets.collate(assets.encode_examples(tokenizer, val), tokenizer.pad_token_id)
+    assert assets.response_loss(model, held_out) == pytest.approx(built.metrics["sft_loss_after"], rel=1e-4)
+
+    responses = assets.sample_responses(model, tokenizer, [val[0].prompt, val[1].prompt], max_new_tokens=6, seed=0)
+    assert len(responses) == 2
+    for ids in responses:
+        assert 1 <= len(ids) <= 6
+        assert tokenizer.eos_token_id not in ids[:-1]  # cut after the first EOS
+
+
+def test_sft_lowers_the_held_out_response_loss(built):
+    metrics = built.metrics
+    assert metrics["sft_loss_before"] == pytest.approx(torch.log(torch.tensor(TINY.vocab_size)).item(), rel=0.1)
+    assert metrics["sft_loss_after"] < 0.75 * metrics["sft_loss_before"]
+    assert metrics["eval_samples"] == TINY.eval_samples
+    if metrics["compile_rate"] is None:
+        assert metrics["compile_checker"].startswith("not measured")
+    else:
+        assert 0.0 <= metrics["compile_rate"] <= 1.0
+
+
+def test_second_build_comes_from_the_cache(built, cache_dir):
+    messages = []
+    again = build_assets(cache_dir, seed=3, settings=TINY, progress=messages.append)
+    assert again.from_cache and not built.from_cache
+    assert again.root == built.root and messages == [f"cached: {built.root}"]
+    assert again.metrics == built.metrics
+    assert [path.name for path in cache_dir.iterdir()] == [built.root.name]  # no staging left behind
+    assert assets.cache_key(TINY, seed=3) == built.root.name != assets.cache_key(TINY, seed=4)
+
+
+def test_force_rebuilds_and_an_interrupted_build_leaves_nothing(tmp_path, monkeypatch):
+    staged = []
+
+    def fake_build(root, settings, seed, progress):
+        staged.append(root)
+        (root / "marker").write_text(str(len(staged)))
+        return {"build_seconds": 0.0, "build": len(staged)}
+
+    def failing_build(root, settings, seed, progress):
+        raise RuntimeError("interrupted")
+
+    quiet = {"settings": TINY, "progress": lambda message: None}
+    monkeypatch.setattr(assets, "_build", fake_build)
+    first = build_assets(tmp_path, **quiet)
+    cached = build_assets(tmp_path, **quiet)
+    forced = build_assets(tmp_path, force=True, **quiet)
+    assert (first.from_cache, cached.from_cache, forced.from_cache) == (False, True, False)
+    assert [first.metrics["build"], cached.metrics["build"], forced.metrics["build"]] == [1, 1, 2]
+    assert (forced.root / "marker").read_text() == "2" and staged[1] != forced.root
+    monkeypatch.setattr(assets, "_build", failing_build)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        build_assets(tmp_path, seed=1, **quiet)
+    assert [path.name for path in tmp_path.iterdir()] == [forced.root.name]
