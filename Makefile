@@ -6,7 +6,7 @@ STAMP := $(VENV)/.bot-grpo-verl-installed
 # Keep pip's cache inside the project, never in the user's home.
 export PIP_CACHE_DIR ?= $(CURDIR)/.cache/pip
 
-.PHONY: setup test lint bench check clean
+.PHONY: setup demo test lint bench check clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -29,6 +29,11 @@ $(TSX_STAMP): reward_models/tsx/package.json reward_models/tsx/package-lock.json
 
 setup: $(STAMP) $(TSX_STAMP)
 
+# The main job: verl's real trainer runs BoT-GRPO with token-level compiler rewards on CPU (assets built once).
+DEMO_STEPS ?= 40
+demo: setup
+	$(PY) -m bot_grpo_verl.demo.run --steps $(DEMO_STEPS) --out runs/demo
+
 lint: setup
 	$(VENV)/bin/ruff check .
 
@@ -40,6 +45,8 @@ check: setup
 
 bench: setup
 	$(PY) benchmarks/estimator_speed.py --out benchmarks/results/estimator_speed.json
+	$(PY) benchmarks/tsx_reward_speed.py --out benchmarks/results/tsx_reward_speed.json
+	$(PY) benchmarks/cpu_rollout_batching.py --out benchmarks/results/cpu_rollout_batching.json
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .hypothesis

@@ -187,9 +187,13 @@ class Task:
 
     @property
     def overlong_buffer_length(self) -> int:
-        """DAPO's soft overlong punishment starts this many tokens before the budget: DAPO's 4096 of
-        20480 tokens, i.e. a fifth of the budget."""
-        return self.max_response_length // 5
+        return overlong_buffer_length(self.max_response_length)
+
+
+def overlong_buffer_length(max_response_length: int) -> int:
+    """DAPO's soft overlong punishment starts this many tokens before the budget: DAPO's 4096 of 20480
+    tokens, i.e. a fifth of the budget."""
+    return max_response_length // 5
 
 
 TASKS: dict[str, Task] = {
@@ -296,33 +300,45 @@ def base_overrides(task_name: str, model_name: str, seed: int, data_dir: Path) -
     ]
 
 
-def reward_overrides(task_name: str, reward: str) -> list[str]:
-    """The task's reward function as an algorithm of kind ``reward`` consumes it (see :class:`Algorithm`)."""
-    task = _choice("task", task_name, TASKS)
-    function = REPO / task.reward_path
-    options = [f"+reward.custom_reward_function.reward_kwargs.{key}={value}" for key, value in task.reward_options]
+def reward_function_overrides(function: Path, options: tuple[tuple[str, str], ...], reward: str) -> list[str]:
+    """A token-level reward function (file ``function`` with ``reward_kwargs`` ``options``) as an algorithm
+    of kind ``reward`` consumes it (see :class:`Algorithm`)."""
+    kwargs = [f"+reward.custom_reward_function.reward_kwargs.{key}={value}" for key, value in options]
     if reward == "token":
         return [
             f"reward.custom_reward_function.path={function}",
             "reward.custom_reward_function.name=compute_score",
-            *options,
+            *kwargs,
         ]
     if reward == "outcome":
         return [
             f"reward.custom_reward_function.path={OUTCOME_REWARD}",
             "reward.custom_reward_function.name=compute_score",
             f"+reward.custom_reward_function.reward_kwargs.token_reward_path={function}",
-            *options,
+            *kwargs,
         ]
     raise ValueError(f"reward must be one of {REWARD_KINDS}, got {reward!r}")
 
 
+def reward_overrides(task_name: str, reward: str) -> list[str]:
+    """The task's reward function as an algorithm of kind ``reward`` consumes it (see :class:`Algorithm`)."""
+    task = _choice("task", task_name, TASKS)
+    return reward_function_overrides(REPO / task.reward_path, task.reward_options, reward)
+
+
+def algorithm_keys(algorithm_name: str, max_response_length: int) -> list[str]:
+    """The algorithm's own keys for a response budget of ``max_response_length`` tokens."""
+    algorithm = _choice("algorithm", algorithm_name, ALGORITHMS)
+    lengths = {
+        "max_response_length": max_response_length,
+        "overlong_buffer_length": overlong_buffer_length(max_response_length),
+    }
+    return [override.format(**lengths) for override in algorithm.overrides]
+
+
 def algorithm_overrides(task_name: str, algorithm_name: str) -> list[str]:
     """The algorithm's own keys, with the task's lengths filled in."""
-    task = _choice("task", task_name, TASKS)
-    algorithm = _choice("algorithm", algorithm_name, ALGORITHMS)
-    lengths = {"max_response_length": task.max_response_length, "overlong_buffer_length": task.overlong_buffer_length}
-    return [override.format(**lengths) for override in algorithm.overrides]
+    return algorithm_keys(algorithm_name, _choice("task", task_name, TASKS).max_response_length)
 
 
 def overrides(task_name: str, model_name: str, algorithm_name: str, seed: int, data_dir: Path) -> list[str]:

@@ -28,7 +28,7 @@ What it does to one response (``solution_str``):
    tokens                                        value
    ============================================  =====================================
    every token of a response that compiles       ``score`` = 1.0 (no spans returned)
-   code of a response that fails: clean code     ``clean_value`` (default +0.5)
+   code of a response that fails: clean code     ``clean_value`` (default 0.0)
    code of a response that fails: error region   ``error_value`` (default -1.0)
    outside the checked code (prose, fences)      ``score`` = 0.0 (not covered by spans)
    no code / oversized / checker error           ``score`` = 0.0 (no spans)
@@ -36,8 +36,9 @@ What it does to one response (``solution_str``):
 
    A response compiles when every checked block has no error at the configured level. The error region
    of a diagnostic (option ``region``): ``"token"``: the characters the compiler points at (at least
-   one; a diagnostic at the end of the code, like "unexpected end of file", marks the last
-   non-whitespace character); ``"line"``: the whole line(s) of that range, newline included;
+   one; a diagnostic at the end of the code, like "unexpected end of file", marks the whole code: an
+   unfinished component, e.g. cut by the length budget, must not look like one local slip, or the policy
+   learns to never finish); ``"line"``: the whole line(s) of that range, newline included;
    ``"element"``: the innermost JSX element or fragment that contains the diagnostic's first character
    in TypeScript's error-tolerant parse (the line when none does). Overlapping regions are merged.
    esbuild stops at its first syntax error in most cases, so a broken block usually has one region.
@@ -62,9 +63,11 @@ Options (``reward_kwargs``; an unknown name or a bad value raises ``ValueError``
   warm; a new worker spends its first few seconds loading TypeScript and warming up).
 - ``region`` (``str``, default ``"token"``): ``"token"``, ``"line"`` or ``"element"``, see above.
 - ``blocks`` (``str``, default ``"all"``): ``"all"`` or ``"last"`` fenced code blocks, see above.
-- ``clean_value`` (``float``, default ``0.5``, in ``[0, 1]``): value of clean code tokens of a response
-  that fails. Below 1 so that a failing response never earns as much as a compiling one (the outcome
-  signal survives dense credit assignment, the BoT-GRPO paper's "bounded, stable" token signals).
+- ``clean_value`` (``float``, default ``0.0``, in ``[0, 1]``): value of clean code tokens of a response
+  that fails. The default gives them the outcome (0), so the token reward is the outcome plus a local
+  penalty on the errors: it never pays for failing code. Values above 0 pay for it, and on the CPU demo
+  (``clean_value=0.5``) the policy learned to write long code that never finishes, whose only error is
+  the last character, rather than code that compiles (the paper's "clean, bounded, stable" lesson).
 - ``error_value`` (``float``, default ``-1.0``, in ``[-1, 0)``): value of the error-region tokens.
 - ``timeout`` (``float``, default ``30.0``, > 0): seconds one response may wait for its answers,
   queueing in the worker included. On a timeout the worker counts as hung and is killed: the other
@@ -118,7 +121,7 @@ class Options:
     level: str = "syntax"
     region: str = "token"
     blocks: str = "all"
-    clean_value: float = 0.5
+    clean_value: float = 0.0
     error_value: float = -1.0
     timeout: float = 30.0
     max_code_chars: int = 100_000
@@ -258,10 +261,11 @@ def diagnostic_range(code: str, starts: list[int], to_index: Callable[[int], int
 
 
 def token_region(code: str, start: int, end: int) -> tuple[int, int]:
-    """The diagnostic's own characters, at least one; at the end of the code, the last non-blank one."""
+    """The diagnostic's own characters, at least one; at the end of the code (an unfinished component:
+    "unexpected end of file", a response cut by the length budget) the whole code, so that stopping
+    early is never cheaper than one local mistake."""
     if start >= len(code.rstrip()):
-        last = max(len(code.rstrip()) - 1, 0)
-        return last, last + 1
+        return 0, len(code)
     return start, min(max(end, start + 1), len(code))
 
 

@@ -72,15 +72,17 @@ CORPUS = [
         1.0,
     ),
     (
-        # esbuild reports "Unexpected end of file": the last non-blank character is penalised.
+        # esbuild reports "Unexpected end of file": the unfinished component is penalised whole.
         "missing closing brace",
-        fenced("export default function App() {\n  return <div>hi</div>⟦;⟧\n"),
+        "Here is the component:\n```tsx\n⟦export default function App() {\n  return <div>hi</div>;\n\n⟧```\n"
+        "It renders a list.",
         {},
         0.0,
     ),
     (
         "unclosed JSX tag",
-        fenced("export const App = () => (\n  <div>\n    <span>hello\n  </⟦div⟧>\n)⟦;⟧"),
+        "Here is the component:\n```tsx\n⟦export const App = () => (\n  <div>\n    <span>hello\n  </div>\n);\n⟧```\n"
+        "It renders a list.",
         {},
         0.0,
     ),
@@ -161,14 +163,14 @@ CORPUS = [
     ),
     (
         "truncated generation: fence never closed",
-        "Sure!\n```tsx\nexport function App() {\n  return (\n    <ul>\n      <li>one</li⟦>⟧\n",
+        "Sure!\n```tsx\n⟦export function App() {\n  return (\n    <ul>\n      <li>one</li>\n⟧",
         {},
         0.0,
     ),
     (
         "several blocks: all checked, the broken second one fails the response",
         "First the button:\n```tsx\nexport const Button = () => <button>ok</button>;\n```\n"
-        "Then the page:\n```jsx\nexport const Page = () => <main><Button></⟦main⟧>⟦;⟧\n```\n"
+        "Then the page:\n```jsx\n⟦export const Page = () => <main><Button></main>;\n⟧```\n"
         "Install with:\n```bash\nnpm i react (\n```",
         {},
         0.0,

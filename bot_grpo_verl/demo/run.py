@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,20 +26,18 @@ COMPILE_RATE = "reward_extra/compiled/mean"
 OUTCOME = "reward_extra/score/mean"
 TOKEN_REWARD = "reward_extra/token_reward_mean/mean"
 STEP_TIME = "timing_s/step"
+MAX_RESPONSE_LENGTH = 160
 
 
-def verl_command(assets, steps: int, out: Path, seed: int, overrides: list[str]) -> list[str]:
-    """The ``main_ppo`` command line: the presets, the demo's data, model and reward, then ``overrides``."""
+def base_overrides(assets, steps: int, out: Path, seed: int) -> list[str]:
+    """The CPU run's data, model, batch and trainer settings: shared by the demo and every algorithm of the
+    CPU benchmark (presets and the reward function come on top)."""
     return [
-        sys.executable,
-        "-m",
-        "verl.trainer.main_ppo",
-        "+preset=[bot_grpo,cpu]",
         f"data.train_files={assets.train_parquet}",
         f"data.val_files={assets.val_parquet}",
         "data.train_batch_size=8",
         "data.max_prompt_length=64",
-        "data.max_response_length=160",
+        f"data.max_response_length={MAX_RESPONSE_LENGTH}",
         f"data.seed={seed}",
         f"actor_rollout_ref.model.path={assets.model_dir}",
         "actor_rollout_ref.rollout.n=4",
@@ -47,8 +46,6 @@ def verl_command(assets, steps: int, out: Path, seed: int, overrides: list[str])
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
         "actor_rollout_ref.actor.optim.lr=5e-4",
         "actor_rollout_ref.actor.use_kl_loss=false",
-        f"reward.custom_reward_function.path={REACT_TSX}",
-        "reward.custom_reward_function.name=compute_score",
         f"trainer.total_training_steps={steps}",
         "trainer.logger=[console,file]",
         "trainer.project_name=bot_grpo_demo",
@@ -57,8 +54,38 @@ def verl_command(assets, steps: int, out: Path, seed: int, overrides: list[str])
         "trainer.save_freq=-1",
         "trainer.test_freq=-1",
         "trainer.val_before_train=false",
-        *overrides,
     ]
+
+
+def verl_command(overrides: list[str]) -> list[str]:
+    return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
+
+
+def run_verl(overrides: list[str], out: Path, steps: int, echo_progress: bool = True) -> list[dict]:
+    """Run ``main_ppo`` with ``overrides``; verl's metrics go to ``out/metrics.jsonl``, its output to
+    ``out/verl.log``. Prints a progress line per step; returns the metrics, or raises naming the log."""
+    out.mkdir(parents=True, exist_ok=True)
+    metrics_path = out / "metrics.jsonl"
+    metrics_path.unlink(missing_ok=True)
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
+    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics_path), "RAY_TMPDIR": ray_tmp}
+    command = verl_command(overrides)
+    (out / "command.txt").write_text(" ".join(command) + "\n")
+    done = threading.Event()
+    follower = threading.Thread(target=follow, args=(metrics_path, steps, done, echo_progress), daemon=True)
+    follower.start()
+    try:
+        with open(out / "verl.log", "w") as log:
+            returncode = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    finally:
+        done.set()
+        follower.join()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    rows = read_metrics(metrics_path)
+    if returncode != 0 or len(rows) < steps:
+        tail = "\n".join((out / "verl.log").read_text(errors="replace").splitlines()[-30:])
+        raise RuntimeError(f"verl exited {returncode} after {len(rows)}/{steps} steps; log {out / 'verl.log'}:\n{tail}")
+    return rows
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -84,12 +111,13 @@ def progress_line(row: dict, steps: int) -> str:
     )
 
 
-def follow(path: Path, steps: int, done: threading.Event) -> None:
+def follow(path: Path, steps: int, done: threading.Event, echo: bool = True) -> None:
     shown = 0
     while not done.wait(2.0) or shown < len(read_metrics(path)):
         rows = read_metrics(path)
         for row in rows[shown:]:
-            print(progress_line(row, steps), flush=True)
+            if echo:
+                print(progress_line(row, steps), flush=True)
         shown = len(rows)
 
 
@@ -126,36 +154,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
     assets = build_assets(args.cache_dir, seed=args.seed)
     print(f"assets: {assets.root} (SFT warm start compile rate {assets.metrics.get('compile_rate')})", flush=True)
-
-    metrics_path = out / "metrics.jsonl"
-    metrics_path.unlink(missing_ok=True)
-    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
-    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics_path), "RAY_TMPDIR": ray_tmp}
-    command = verl_command(assets, args.steps, out, args.seed, args.overrides)
-    (out / "command.txt").write_text(" ".join(command) + "\n")
+    overrides = [
+        "+preset=[bot_grpo,cpu]",
+        *base_overrides(assets, args.steps, out, args.seed),
+        f"reward.custom_reward_function.path={REACT_TSX}",
+        "reward.custom_reward_function.name=compute_score",
+        *args.overrides,
+    ]
     print(f"running verl ({args.steps} steps); full log: {out / 'verl.log'}", flush=True)
-
-    done = threading.Event()
-    follower = threading.Thread(target=follow, args=(metrics_path, args.steps, done), daemon=True)
-    follower.start()
     started = time.monotonic()
-    with open(out / "verl.log", "w") as log:
-        returncode = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    done.set()
-    follower.join()
-
-    rows = read_metrics(metrics_path)
-    if returncode != 0 or not rows:
-        tail = (out / "verl.log").read_text().splitlines()[-40:]
-        print("\n".join(tail), file=sys.stderr)
-        print(f"verl failed (exit {returncode}) after {len(rows)} steps; see {out / 'verl.log'}", file=sys.stderr)
-        return returncode or 1
+    rows = run_verl(overrides, out, args.steps)
     plot(rows, out / "demo.png")
     elapsed = time.monotonic() - started
-    print(f"done: {len(rows)} steps in {elapsed:.0f} s; metrics {metrics_path}, plot {out / 'demo.png'}")
+    print(f"done: {len(rows)} steps in {elapsed:.0f} s; metrics {out / 'metrics.jsonl'}, plot {out / 'demo.png'}")
     return 0
 
 

@@ -1,0 +1,118 @@
+"""Run a matrix of algorithms x seeds of a CPU task through verl's real trainer, then report on it.
+
+Every run is ``python -m verl.trainer.main_ppo`` with the same base settings (the CPU demo's model, data,
+batch, rollouts per prompt, lr and steps: :func:`bot_grpo_verl.demo.run.base_overrides`) and the
+algorithm's own keys from the recipes' one table (:data:`recipes.algorithms.ALGORITHMS`). A finished run
+leaves ``DONE`` in its folder and is skipped next time, so an interrupted matrix resumes where it
+stopped. The report (``bot_grpo_verl.benchmark.report``) then writes JSON, a markdown table and curves.
+
+    python benchmarks/matrix.py --task react --seeds 0,1,2 --steps 25 \\
+        --algorithms grpo,dr_grpo,dapo,gspo,pure,bot_grpo --runs runs/matrix --out benchmarks/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the recipes' table
+
+from bot_grpo_verl.benchmark.report import write_report  # noqa: E402
+from bot_grpo_verl.demo.assets import REACT_TSX, build_assets  # noqa: E402
+from bot_grpo_verl.demo.run import MAX_RESPONSE_LENGTH, base_overrides, run_verl  # noqa: E402
+from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides  # noqa: E402
+
+
+@dataclass(frozen=True)
+class CpuTask:
+    """A benchmark task on CPU: its assets, reward function and success metric.
+
+    Attributes:
+        reward: the token-level reward function file.
+        reward_options: its ``reward_kwargs``.
+        metric: the success curve's key in verl's metrics.
+        threshold: the success level whose first step is compared across algorithms.
+    """
+
+    reward: Path
+    reward_options: tuple[tuple[str, str], ...]
+    metric: str
+    threshold: float
+
+
+TASKS = {
+    "react": CpuTask(REACT_TSX, (), "reward_extra/compiled/mean", 0.8),
+}
+
+
+def merge_presets(overrides: list[str]) -> list[str]:
+    """Hydra takes one ``+preset=``: gather every ``+preset=NAME`` into ``+preset=[NAME,...]``."""
+    presets = [override.split("=", 1)[1] for override in overrides if override.startswith("+preset=")]
+    names = [name for preset in presets for name in preset.strip("[]").split(",") if name]
+    rest = [override for override in overrides if not override.startswith("+preset=")]
+    return [f"+preset=[{','.join(dict.fromkeys(names))}]", *rest]
+
+
+def run_overrides(task: CpuTask, assets, algorithm: str, seed: int, steps: int, out: Path) -> list[str]:
+    """Everything one run sets: CPU preset and base settings, the reward as the algorithm consumes it,
+    the algorithm's keys, and the run's name."""
+    return merge_presets(
+        [
+            "+preset=cpu",
+            *base_overrides(assets, steps, out, seed),
+            *reward_function_overrides(task.reward, task.reward_options, ALGORITHMS[algorithm].reward),
+            *algorithm_keys(algorithm, MAX_RESPONSE_LENGTH),
+            f"trainer.experiment_name={algorithm}-seed{seed}",
+        ]
+    )
+
+
+def run_matrix(task_name: str, algorithms: list[str], seeds: list[int], steps: int, runs: Path, cache: Path) -> None:
+    task = TASKS[task_name]
+    unknown = sorted(set(algorithms) - set(ALGORITHMS))
+    if unknown:
+        raise ValueError(f"unknown algorithm(s) {unknown}; choose from {sorted(ALGORITHMS)}")
+    assets = build_assets(cache)
+    cells = [(algorithm, seed) for seed in seeds for algorithm in algorithms]
+    for number, (algorithm, seed) in enumerate(cells, 1):
+        out = runs / task_name / algorithm / f"seed{seed}"
+        if (out / "DONE").exists():
+            print(f"[{number}/{len(cells)}] {algorithm} seed {seed}: done before, skipped", flush=True)
+            continue
+        print(f"[{number}/{len(cells)}] {algorithm} seed {seed}: {steps} steps -> {out}", flush=True)
+        started = time.monotonic()
+        try:
+            run_verl(run_overrides(task, assets, algorithm, seed, steps, out), out, steps)
+        except RuntimeError as error:
+            print(f"[{number}/{len(cells)}] {algorithm} seed {seed}: FAILED\n{error}", flush=True)
+            continue
+        (out / "DONE").write_text(f"{time.monotonic() - started:.0f} s\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=sorted(TASKS), default="react")
+    parser.add_argument("--algorithms", default="grpo,dr_grpo,dapo,gspo,pure,bot_grpo")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--steps", type=int, default=25)
+    parser.add_argument("--runs", type=Path, default=Path("runs/matrix"))
+    parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--report-only", action="store_true", help="only write the report of finished runs")
+    args = parser.parse_args(argv)
+
+    task = TASKS[args.task]
+    if not args.report_only:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+        run_matrix(args.task, args.algorithms.split(","), seeds, args.steps, args.runs.resolve(), args.cache_dir)
+    write_report(args.runs / args.task, task.metric, task.threshold, "grpo", args.out / args.task)
+    print((args.out / args.task / "summary.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""The CPU benchmark matrix: every algorithm's run composes against verl's config with the CPU preset."""
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from hydra import compose, initialize_config_module
+
+REPO = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("matrix", REPO / "benchmarks" / "matrix.py")
+matrix = importlib.util.module_from_spec(spec)
+sys.modules["matrix"] = matrix  # its dataclass looks its module up there
+spec.loader.exec_module(matrix)
+
+EXPECTED = {  # algorithm -> (estimator, reward manager)
+    "grpo": ("grpo", "naive"),
+    "dr_grpo": ("grpo", "naive"),
+    "dapo": ("grpo", "dapo"),
+    "gspo": ("grpo", "naive"),
+    "pure": ("pure", "bot_token"),
+    "bot_grpo": ("bot_grpo", "bot_token"),
+    "bot_grpo_uniform": ("bot_grpo", "bot_token"),
+}
+
+
+def test_merge_presets_gathers_every_preset_once():
+    merged = matrix.merge_presets(["+preset=cpu", "a=1", "+preset=[bot_grpo,cpu]", "b=2"])
+    assert merged == ["+preset=[cpu,bot_grpo]", "a=1", "b=2"]
+
+
+@pytest.mark.parametrize("algorithm", sorted(EXPECTED))
+def test_every_algorithm_run_composes_with_the_cpu_preset(algorithm, tmp_path):
+    assets = SimpleNamespace(train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", model_dir="/m")
+    overrides = matrix.run_overrides(matrix.TASKS["react"], assets, algorithm, 1, 5, tmp_path)
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=overrides)
+    assert (config.algorithm.adv_estimator, config.reward.reward_manager.name) == EXPECTED[algorithm]
+    assert config.actor_rollout_ref.rollout.name == "hf_cpu"  # the CPU preset
+    assert config.trainer.total_training_steps == 5 and config.data.seed == 1
+    assert config.data.max_response_length == matrix.MAX_RESPONSE_LENGTH
