@@ -44,7 +44,7 @@ def base_overrides(assets, steps: int, out: Path, seed: int) -> list[str]:
         "actor_rollout_ref.actor.ppo_mini_batch_size=8",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
-        "actor_rollout_ref.actor.optim.lr=5e-4",
+        "actor_rollout_ref.actor.optim.lr=1e-4",
         "actor_rollout_ref.actor.use_kl_loss=false",
         f"trainer.total_training_steps={steps}",
         "trainer.logger=[console,file]",
