@@ -190,12 +190,12 @@ def test_second_build_comes_from_the_cache(built, cache_dir):
 def test_force_rebuilds_and_an_interrupted_build_leaves_nothing(tmp_path, monkeypatch):
     staged = []
 
-    def fake_build(root, settings, seed, progress):
+    def fake_build(root, task, settings, seed, progress):
         staged.append(root)
         (root / "marker").write_text(str(len(staged)))
         return {"build_seconds": 0.0, "build": len(staged)}
 
-    def failing_build(root, settings, seed, progress):
+    def failing_build(root, task, settings, seed, progress):
         raise RuntimeError("interrupted")
 
     quiet = {"settings": TINY, "progress": lambda message: None}

@@ -1,13 +1,15 @@
 """The CPU demo's assets, made locally and cached: tokenizer, warm-started tiny Qwen2 policy, RL parquet files.
 
-Nothing is downloaded. :func:`build_assets` generates a React/TSX corpus (:mod:`bot_grpo_verl.demo.corpus`),
-trains a byte-level BPE tokenizer on it, builds a tiny ``Qwen2ForCausalLM`` from a config, warm-starts it
-with a short supervised pass on the corpus (loss on response tokens only), measures how often its samples
-compile, and writes train/val parquet files in verl's RL dataset format. The result lives in
-``cache_dir/<key>/``, where ``key`` hashes the settings, the seed and the builder's source, so a second
-call with the same inputs returns at once and any change rebuilds.
+Nothing is downloaded. :func:`build_assets` generates a :class:`Task`'s corpus (:data:`REACT`: React/TSX
+components, :mod:`bot_grpo_verl.demo.corpus`; :data:`ARITHMETIC`: multi-step arithmetic,
+:mod:`bot_grpo_verl.demo.arithmetic`), trains a byte-level BPE tokenizer on it, builds a tiny
+``Qwen2ForCausalLM`` from a config, warm-starts it with a short supervised pass on the corpus (loss on
+response tokens only), measures its temperature-1 samples with the task's reward (compile rate, answer
+accuracy), and writes train/val parquet files in verl's RL dataset format. The result lives in
+``cache_dir/<key>/``, where ``key`` hashes the task, the settings, the seed and the builder's source, so a
+second call with the same inputs returns at once and any change rebuilds.
 
-CLI: ``python -m bot_grpo_verl.demo.assets --cache-dir .cache/demo`` prints the paths.
+CLI: ``python -m bot_grpo_verl.demo.assets --task arithmetic --cache-dir .cache/demo`` prints the paths.
 """
 
 from __future__ import annotations
@@ -25,14 +27,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Protocol
 
 import pandas as pd
 import torch
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen2Tokenizer
 
-from bot_grpo_verl.demo import corpus
-from bot_grpo_verl.demo.corpus import Example
+from bot_grpo_verl.demo import arithmetic, corpus
 
 DATA_SOURCE = "react_tsx"
 PAD_TOKEN = "<|endoftext|>"
@@ -44,9 +47,19 @@ CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 REACT_TSX = Path(__file__).resolve().parents[2] / "reward_models" / "react_tsx.py"
-SOURCES = (Path(corpus.__file__), Path(__file__))
+ARITHMETIC_STEPS = REACT_TSX.with_name("arithmetic_steps.py")
 
 Progress = Callable[[str], None]
+
+
+class Example(Protocol):
+    """What a task's corpus is made of: a user prompt and the reference response to it."""
+
+    @property
+    def prompt(self) -> str: ...
+
+    @property
+    def response(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -116,6 +129,34 @@ class DemoSettings:
 
 
 @dataclass(frozen=True)
+class Task:
+    """A demo task: its corpus, its verl rows, how its samples are measured and its default settings.
+
+    Attributes:
+        name: the CLI's ``--task`` value; part of the cache key.
+        data_source: verl's ``data_source`` column.
+        ability: verl's ``ability`` column.
+        generate: ``(size, seed) -> examples``: ``size`` examples with distinct prompts, the same for the
+            same seed (raises ``ValueError`` for a negative size).
+        reference: ``example -> (ground_truth, info)``: the row's ``reward_model.ground_truth`` and the
+            task's ``extra_info`` fields (also written to the SFT corpus lines).
+        score_samples: ``(responses, examples) -> metrics``: the task's measurements of decoded samples,
+            ``responses[i]`` answering ``examples[i]`` (see :func:`compile_metrics`, :func:`answer_metrics`).
+        sources: files whose bytes enter the cache key besides this module (the corpus generator).
+        settings: the default :class:`DemoSettings` of :func:`build_assets`.
+    """
+
+    name: str
+    data_source: str
+    ability: str
+    generate: Callable[[int, int], Sequence[Example]]
+    reference: Callable[[Example], tuple[str, dict]]
+    score_samples: Callable[[Sequence[str], Sequence[Example]], dict]
+    sources: tuple[Path, ...]
+    settings: DemoSettings
+
+
+@dataclass(frozen=True)
 class DemoAssets:
     """Paths of one built asset set (all under ``root``) and the measurements of its build.
 
@@ -125,8 +166,9 @@ class DemoAssets:
             ``actor_rollout_ref.model.path``.
         tokenizer_dir: the same directory as ``model_dir``.
         train_parquet, val_parquet: verl RL datasets (``data.train_files`` / ``data.val_files``).
-        sft_corpus: the warm-start corpus, JSON lines ``{"kind", "name", "prompt", "response"}``.
-        manifest: ``manifest.json``: settings, seed, key and ``metrics``; written last, so it marks a
+        sft_corpus: the warm-start corpus, JSON lines ``{"prompt", "response", **info}`` (``info`` from
+            :attr:`Task.reference`).
+        manifest: ``manifest.json``: task, settings, seed, key and ``metrics``; written last, so it marks a
             complete build.
         metrics: the build's measurements (see :func:`build_assets`).
         from_cache: True when this call found the assets already built.
@@ -159,10 +201,13 @@ class DemoAssets:
         )
 
 
-def cache_key(settings: DemoSettings, seed: int) -> str:
-    """16 hex digits of SHA-256 over the settings, the seed and the source of the corpus and asset builders."""
-    digest = hashlib.sha256(json.dumps({"settings": asdict(settings), "seed": seed}, sort_keys=True).encode())
-    for source in SOURCES:
+def cache_key(settings: DemoSettings, seed: int, task: Task | None = None) -> str:
+    """16 hex digits of SHA-256 over the task's name, the settings, the seed and the source of the task's
+    corpus generator and of this builder; ``task`` defaults to :data:`REACT`."""
+    task = task or REACT
+    identity = {"task": task.name, "settings": asdict(settings), "seed": seed}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode())
+    for source in (*task.sources, Path(__file__)):
         digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -354,6 +399,14 @@ def sample_responses(
     return responses
 
 
+def load_reward_file(path: Path) -> ModuleType:
+    """The reward file at ``path``, loaded by path as verl's ``custom_reward_function`` loads it."""
+    spec = importlib.util.spec_from_file_location(f"bot_grpo_verl_demo_{path.stem}", path)
+    reward = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reward)
+    return reward
+
+
 def compile_rate(responses: Sequence[str]) -> tuple[float | None, str]:
     """``(rate, how)``: the fraction of ``responses`` that the demo's reward marks ``compiled``.
 
@@ -363,9 +416,7 @@ def compile_rate(responses: Sequence[str]) -> tuple[float | None, str]:
     """
     if not REACT_TSX.exists():
         return None, f"not measured: {REACT_TSX} is missing"
-    spec = importlib.util.spec_from_file_location("bot_grpo_verl_demo_react_tsx", REACT_TSX)
-    reward = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reward)
+    reward = load_reward_file(REACT_TSX)
     try:
         compiled = [reward.compute_score(DATA_SOURCE, response)["compiled"] for response in responses]
     except reward.CheckerSetupError as error:
@@ -373,41 +424,108 @@ def compile_rate(responses: Sequence[str]) -> tuple[float | None, str]:
     return sum(compiled) / len(compiled), "reward_models/react_tsx.py compute_score (esbuild TSX syntax)"
 
 
+def compile_metrics(responses: Sequence[str], examples: Sequence[corpus.Example]) -> dict[str, float | str | None]:
+    """:data:`REACT`'s sample metrics: ``{"compile_rate", "compile_checker"}`` (see :func:`compile_rate`)."""
+    rate, how = compile_rate(responses)
+    return {"compile_rate": rate, "compile_checker": how}
+
+
+def answer_metrics(responses: Sequence[str], examples: Sequence[arithmetic.Problem]) -> dict[str, float]:
+    """:data:`ARITHMETIC`'s sample metrics from ``reward_models/arithmetic_steps.py`` at its defaults.
+
+    ``{"accuracy", "answer_found_rate", "step_accuracy"}``: the fraction of responses whose boxed answer
+    math-verify accepts, the fraction with a boxed answer at all, and the fraction of checked steps that
+    are right over all responses (0 when no response has a step).
+    """
+    reward = load_reward_file(ARITHMETIC_STEPS)
+    results = [
+        reward.compute_score(arithmetic.DATA_SOURCE, response, str(example.answer))
+        for response, example in zip(responses, examples, strict=True)
+    ]
+    steps = sum(result["steps"] for result in results)
+    return {
+        "accuracy": sum(result["acc"] for result in results) / len(results),
+        "answer_found_rate": sum(result["answer_found"] for result in results) / len(results),
+        "step_accuracy": sum(result["steps_correct"] for result in results) / steps if steps else 0.0,
+    }
+
+
+REACT = Task(
+    name="react_tsx",
+    data_source=DATA_SOURCE,
+    ability="code",
+    generate=corpus.generate_corpus,
+    reference=lambda example: (example.code, {"kind": example.kind, "component": example.name}),
+    score_samples=compile_metrics,
+    sources=(Path(corpus.__file__),),
+    settings=DemoSettings(),
+)
+ARITHMETIC = Task(
+    name="arithmetic",
+    data_source=arithmetic.DATA_SOURCE,
+    ability="math",
+    generate=arithmetic.generate_problems,
+    reference=lambda problem: (str(problem.answer), {"kind": problem.kind, "question": problem.prompt}),
+    score_samples=answer_metrics,
+    sources=(Path(arithmetic.__file__),),
+    settings=DemoSettings(
+        sft_examples=4000,
+        vocab_size=512,
+        max_position_embeddings=256,
+        sft_steps=400,
+        eval_samples=128,
+        max_response_tokens=96,
+    ),
+)
+TASKS = {task.name: task for task in (REACT, ARITHMETIC)}
+
+
 def sample_metrics(
-    model: Qwen2ForCausalLM, tokenizer: Qwen2Tokenizer, prompts: Sequence[str], settings: DemoSettings, seed: int
+    model: Qwen2ForCausalLM,
+    tokenizer: Qwen2Tokenizer,
+    task: Task,
+    examples: Sequence[Example],
+    settings: DemoSettings,
+    seed: int,
 ) -> dict[str, float | int | str | None]:
-    """Compile rate, EOS rate and mean length of ``settings.eval_samples`` temperature-1 samples over ``prompts``.
+    """EOS rate, mean length and the task's metrics of ``settings.eval_samples`` temperature-1 samples over
+    ``examples`` (cycling).
 
     The samples are decoded as verl's reward managers decode them (``skip_special_tokens=True``).
     """
-    chosen = [prompts[i % len(prompts)] for i in range(settings.eval_samples)]
-    responses = sample_responses(model, tokenizer, chosen, settings.max_response_tokens, seed)
-    rate, how = compile_rate([tokenizer.decode(ids, skip_special_tokens=True) for ids in responses])
+    chosen = [examples[i % len(examples)] for i in range(settings.eval_samples)]
+    responses = sample_responses(
+        model, tokenizer, [example.prompt for example in chosen], settings.max_response_tokens, seed
+    )
+    decoded = [tokenizer.decode(ids, skip_special_tokens=True) for ids in responses]
     return {
         "eval_samples": len(responses),
         "sample_eos_rate": sum(ids[-1] == tokenizer.eos_token_id for ids in responses) / len(responses),
         "sample_mean_tokens": sum(map(len, responses)) / len(responses),
-        "compile_rate": rate,
-        "compile_checker": how,
+        **task.score_samples(decoded, chosen),
     }
 
 
-def rl_rows(examples: Sequence[Example], split: str) -> list[dict]:
+def rl_rows(task: Task, examples: Sequence[Example], split: str) -> list[dict]:
     """verl RL dataset rows (``RLHFDataset`` with ``prompt_key="prompt"``; reward via ``data_source``).
 
-    ``reward_model.ground_truth`` is the reference TSX solution; ``extra_info`` carries ``split``, ``index``
-    (verl reads it), ``kind`` and ``component``.
+    ``reward_model.ground_truth`` and the ``extra_info`` fields besides ``split`` and ``index`` (verl reads
+    it) come from ``task.reference``: for :data:`REACT` the reference TSX solution, ``kind`` and
+    ``component``; for :data:`ARITHMETIC` the answer, ``kind`` and ``question`` (the problem text).
     """
-    return [
-        {
-            "data_source": DATA_SOURCE,
-            "prompt": [{"role": "user", "content": example.prompt}],
-            "ability": "code",
-            "reward_model": {"style": "rule", "ground_truth": example.code},
-            "extra_info": {"split": split, "index": index, "kind": example.kind, "component": example.name},
-        }
-        for index, example in enumerate(examples)
-    ]
+    rows = []
+    for index, example in enumerate(examples):
+        ground_truth, info = task.reference(example)
+        rows.append(
+            {
+                "data_source": task.data_source,
+                "prompt": [{"role": "user", "content": example.prompt}],
+                "ability": task.ability,
+                "reward_model": {"style": "rule", "ground_truth": ground_truth},
+                "extra_info": {"split": split, "index": index, **info},
+            }
+        )
+    return rows
 
 
 def disk_bytes(path: Path) -> int:
@@ -422,21 +540,21 @@ def token_stats(lengths: Sequence[int]) -> dict[str, float]:
     return {"min": min(lengths), "mean": sum(lengths) / len(lengths), "max": max(lengths)}
 
 
-def _build(root: Path, settings: DemoSettings, seed: int, progress: Progress) -> dict:
-    """Write every asset into the empty directory ``root``; return the metrics."""
+def _build(root: Path, task: Task, settings: DemoSettings, seed: int, progress: Progress) -> dict:
+    """Write every asset of ``task`` into the empty directory ``root``; return the metrics."""
     start = time.perf_counter()
     total = settings.val_prompts + settings.train_prompts + settings.sft_examples
-    examples = corpus.generate_corpus(total, seed)
+    examples = task.generate(total, seed)
     val = examples[: settings.val_prompts]
     train = examples[settings.val_prompts : settings.val_prompts + settings.train_prompts]
     sft = examples[settings.val_prompts + settings.train_prompts :]
     progress(f"corpus: {len(sft)} SFT examples, {len(train)} train and {len(val)} val prompts")
     with open(root / "sft_corpus.jsonl", "w", encoding="utf-8") as handle:
         for example in sft:
-            row = {"kind": example.kind, "name": example.name, "prompt": example.prompt, "response": example.response}
+            row = {"prompt": example.prompt, "response": example.response, **task.reference(example)[1]}
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    pd.DataFrame(rl_rows(train, "train")).to_parquet(root / "train.parquet")
-    pd.DataFrame(rl_rows(val, "val")).to_parquet(root / "val.parquet")
+    pd.DataFrame(rl_rows(task, train, "train")).to_parquet(root / "train.parquet")
+    pd.DataFrame(rl_rows(task, val, "val")).to_parquet(root / "val.parquet")
 
     texts = [text for example in sft for text in (f"user\n{example.prompt}", f"assistant\n{example.response}")]
     tokenizer = train_tokenizer(texts, settings.vocab_size)
@@ -468,8 +586,9 @@ def _build(root: Path, settings: DemoSettings, seed: int, progress: Progress) ->
     model.save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
 
-    samples = sample_metrics(model, tokenizer, [example.prompt for example in val], settings, seed)
-    progress(f"{samples['eval_samples']} samples at temperature 1: compile rate {samples['compile_rate']}")
+    samples = sample_metrics(model, tokenizer, task, val, settings, seed)
+    measured = {key: value for key, value in samples.items() if key not in ("eval_samples", "compile_checker")}
+    progress(f"{samples['eval_samples']} samples at temperature 1: {json.dumps(measured)}")
     metrics = {
         "parameters": parameters,
         "vocab_size": len(tokenizer),
@@ -486,12 +605,14 @@ def _build(root: Path, settings: DemoSettings, seed: int, progress: Progress) ->
 def build_assets(
     cache_dir: Path,
     *,
+    task: Task | None = None,
     seed: int = 0,
     force: bool = False,
     settings: DemoSettings | None = None,
     progress: Progress = stderr_progress,
 ) -> DemoAssets:
-    """Build the demo assets into ``cache_dir/<cache_key>/``, or return them from there if already built.
+    """Build ``task``'s assets (default :data:`REACT`; ``settings`` default ``task.settings``) into
+    ``cache_dir/<cache_key>/``, or return them from there if already built.
 
     The build goes to a temporary sibling directory that is renamed into place once ``manifest.json`` is
     written, so an interrupted build never looks complete. ``force`` rebuilds even when cached.
@@ -503,13 +624,15 @@ def build_assets(
       chat template), each ``{"min", "mean", "max"}``;
     - ``sft_loss_before``/``sft_loss_after`` (held-out response-token cross-entropy, nats),
       ``sft_final_train_loss``, ``sft_seconds``;
-    - ``compile_rate`` (fraction of temperature-1 samples on val prompts that the demo's reward marks
-      compiled, see :func:`compile_rate`; None when it cannot be measured), ``compile_checker``,
-      ``sample_eos_rate``, ``sample_mean_tokens``, ``eval_samples``;
+    - ``sample_eos_rate``, ``sample_mean_tokens``, ``eval_samples`` of temperature-1 samples on val prompts,
+      and the task's metrics of them: for :data:`REACT` ``compile_rate`` (fraction the demo's reward marks
+      compiled, see :func:`compile_rate`; None when it cannot be measured) and ``compile_checker``; for
+      :data:`ARITHMETIC` ``accuracy``, ``answer_found_rate`` and ``step_accuracy`` (:func:`answer_metrics`);
     - ``bytes`` (per asset) and ``build_seconds``.
     """
-    settings = settings or DemoSettings()
-    key = cache_key(settings, seed)
+    task = task or REACT
+    settings = settings or task.settings
+    key = cache_key(settings, seed, task)
     root = Path(cache_dir).resolve() / key
     if (root / "manifest.json").exists() and not force:
         progress(f"cached: {root}")
@@ -519,8 +642,8 @@ def build_assets(
     staging.mkdir(parents=True)
     progress(f"building into {root}")
     try:
-        metrics = _build(staging, settings, seed, progress)
-        manifest = {"key": key, "seed": seed, "settings": asdict(settings), "metrics": metrics}
+        metrics = _build(staging, task, settings, seed, progress)
+        manifest = {"key": key, "task": task.name, "seed": seed, "settings": asdict(settings), "metrics": metrics}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         shutil.rmtree(root, ignore_errors=True)
         staging.rename(root)
@@ -533,12 +656,13 @@ def build_assets(
 def main(argv: Sequence[str] | None = None) -> None:
     """CLI: build (or reuse) the assets and print ``name=path`` lines, then the metrics as JSON with ``--metrics``."""
     parser = argparse.ArgumentParser(prog="python -m bot_grpo_verl.demo.assets", description=__doc__.split("\n")[0])
+    parser.add_argument("--task", choices=sorted(TASKS), default=REACT.name, help="which demo task to build")
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"), help="where builds are cached")
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus, the tokenizer data and the model")
     parser.add_argument("--force", action="store_true", help="rebuild even if a cached build exists")
     parser.add_argument("--metrics", action="store_true", help="also print the build's metrics as JSON")
     args = parser.parse_args(argv)
-    assets = build_assets(args.cache_dir, seed=args.seed, force=args.force)
+    assets = build_assets(args.cache_dir, task=TASKS[args.task], seed=args.seed, force=args.force)
     for name in ("model_dir", "tokenizer_dir", "train_parquet", "val_parquet", "sft_corpus", "manifest"):
         print(f"{name}={getattr(assets, name)}")
     if args.metrics:

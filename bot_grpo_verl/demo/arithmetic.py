@@ -1,0 +1,151 @@
+r"""A seeded generator of multi-step arithmetic problems with step-by-step solutions: the demo's math task.
+
+Each :class:`Problem` is a chain of 2 to 4 operations (``+``, ``-``, ``*``) on small non-negative integers,
+evaluated left to right and written with the fewest parentheses that say so::
+
+    Compute (7 + 5) * 3 - 4.
+
+Its solution is one step per paragraph (steps separated by a blank line, as
+:func:`bot_grpo_verl.token_rewards.split_steps` splits them), then the boxed answer::
+
+    7 + 5 = 12
+
+    12 * 3 = 36
+
+    36 - 4 = 32
+
+    The answer is \boxed{32}.
+
+Every step is ``a op b = c`` with single spaces, so an exact verifier (``reward_models/arithmetic_steps.py``)
+checks it. Numbers are small (operands up to :data:`MAX_OPERAND`, values up to :data:`MAX_VALUE`) so that
+the demo's ~1M-parameter policy learns the format and part of the arithmetic from its short supervised
+warm start and RL has the rest to improve.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+DATA_SOURCE = "arithmetic"
+OPERATIONS = ("+", "-", "*")
+MIN_OPERATIONS, MAX_OPERATIONS = 2, 4
+MAX_OPERAND = 9  # operands of + and - and the first number lie in [1, MAX_OPERAND]
+MAX_FACTOR = 4  # the right operand of * lies in [2, MAX_FACTOR]
+MAX_VALUE = 40  # every intermediate value lies in [0, MAX_VALUE]
+
+
+def apply(left: int, operation: str, right: int) -> int:
+    """``left operation right`` for an operation of :data:`OPERATIONS`."""
+    if operation == "+":
+        return left + right
+    if operation == "-":
+        return left - right
+    if operation == "*":
+        return left * right
+    raise ValueError(f"unknown operation {operation!r}; expected one of {OPERATIONS}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem: ``numbers[0] operations[0] numbers[1] ...`` evaluated left to right.
+
+    Attributes:
+        numbers: the operands, one more than ``operations``.
+        operations: each one of :data:`OPERATIONS`.
+    """
+
+    numbers: tuple[int, ...]
+    operations: tuple[str, ...]
+
+    def __post_init__(self):
+        if len(self.numbers) != len(self.operations) + 1 or not self.operations:
+            raise ValueError(f"need one more number than operations (at least one): {self}")
+
+    @property
+    def kind(self) -> str:
+        """``"<n>_ops"``: the number of operations, e.g. ``"3_ops"``."""
+        return f"{len(self.operations)}_ops"
+
+    @property
+    def steps(self) -> list[tuple[int, str, int, int]]:
+        """``(left, operation, right, result)`` per operation, in evaluation order."""
+        steps, value = [], self.numbers[0]
+        for operation, number in zip(self.operations, self.numbers[1:], strict=True):
+            result = apply(value, operation, number)
+            steps.append((value, operation, number, result))
+            value = result
+        return steps
+
+    @property
+    def answer(self) -> int:
+        """The value of the whole expression."""
+        return self.steps[-1][3]
+
+    @property
+    def expression(self) -> str:
+        """The expression with parentheses only where left-to-right order needs them: ``(a + b) * c``."""
+        text, additive = str(self.numbers[0]), False
+        for operation, number in zip(self.operations, self.numbers[1:], strict=True):
+            if operation == "*" and additive:
+                text = f"({text})"
+            text, additive = f"{text} {operation} {number}", operation != "*"
+        return text
+
+    @property
+    def prompt(self) -> str:
+        """The user instruction, e.g. ``"Compute (7 + 5) * 3 - 4."``."""
+        return f"Compute {self.expression}."
+
+    @property
+    def response(self) -> str:
+        """The reference solution: one ``a op b = c`` step per paragraph, then ``The answer is \\boxed{n}.``."""
+        lines = [f"{left} {operation} {right} = {result}" for left, operation, right, result in self.steps]
+        return "\n\n".join([*lines, f"The answer is \\boxed{{{self.answer}}}."])
+
+
+def random_problem(rng: random.Random, operations: int) -> Problem:
+    """A problem with ``operations`` operations whose intermediate values all lie in ``[0, MAX_VALUE]``.
+
+    Each operation is drawn among those that keep the value in range and non-trivial: ``+`` needs a value
+    below ``MAX_VALUE``, ``-`` a value of at least 1, ``*`` a value in ``[1, MAX_VALUE // 2]``; some
+    operation is always possible.
+    """
+    value = rng.randint(1, MAX_OPERAND)
+    numbers, chosen = [value], []
+    for _ in range(operations):
+        possible = {"+": value < MAX_VALUE, "-": value >= 1, "*": 1 <= value <= MAX_VALUE // 2}
+        operation = rng.choice([operation for operation in OPERATIONS if possible[operation]])
+        if operation == "+":
+            number = rng.randint(1, min(MAX_OPERAND, MAX_VALUE - value))
+        elif operation == "-":
+            number = rng.randint(1, min(MAX_OPERAND, value))
+        else:
+            number = rng.randint(2, min(MAX_FACTOR, MAX_VALUE // value))
+        value = apply(value, operation, number)
+        numbers.append(number)
+        chosen.append(operation)
+    return Problem(tuple(numbers), tuple(chosen))
+
+
+def generate_problems(size: int, seed: int) -> list[Problem]:
+    """``size`` distinct problems (distinct prompts), 2, 3, 4 operations in round-robin, from ``random.Random(seed)``.
+
+    Raises ``ValueError`` for a negative size or when the generator cannot find enough distinct prompts.
+    """
+    if size < 0:
+        raise ValueError(f"corpus size must be >= 0, got {size}")
+    rng = random.Random(seed)
+    counts = range(MIN_OPERATIONS, MAX_OPERATIONS + 1)
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    attempts = 0
+    while len(problems) < size:
+        attempts += 1
+        if attempts > 50 * size + 1000:
+            raise ValueError(f"could not draw {size} distinct problems (got {len(problems)}); lower the size")
+        problem = random_problem(rng, counts[len(problems) % len(counts)])
+        if problem.prompt not in seen:
+            seen.add(problem.prompt)
+            problems.append(problem)
+    return problems
