@@ -6,8 +6,9 @@ algorithm's own keys from the recipes' one table (:data:`recipes.algorithms.ALGO
 leaves ``DONE`` in its folder and is skipped next time, so an interrupted matrix resumes where it
 stopped. The report (``bot_grpo_verl.benchmark.report``) then writes JSON, a markdown table and curves.
 
-    python benchmarks/matrix.py --task react --seeds 0,1,2 --steps 25 \\
+    python benchmarks/matrix.py --task react --seeds 0,1,2 --steps 20 \\
         --algorithms grpo,dr_grpo,dapo,gspo,pure,bot_grpo --runs runs/matrix --out benchmarks/results
+    python benchmarks/matrix.py --task arith --algorithms grpo,bot_grpo,bot_grpo@noisy,bot_grpo@unbounded
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the recipes' table
 
 from bot_grpo_verl.benchmark.report import write_report  # noqa: E402
-from bot_grpo_verl.demo.assets import REACT_TSX, build_assets  # noqa: E402
+from bot_grpo_verl.demo.assets import ARITHMETIC, ARITHMETIC_STEPS, REACT, REACT_TSX, Task, build_assets  # noqa: E402
 from bot_grpo_verl.demo.run import MAX_RESPONSE_LENGTH, base_overrides, run_verl  # noqa: E402
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides  # noqa: E402
 
@@ -32,20 +33,32 @@ class CpuTask:
     """A benchmark task on CPU: its assets, reward function and success metric.
 
     Attributes:
+        assets: the demo assets' task (``bot_grpo_verl.demo.assets``).
         reward: the token-level reward function file.
-        reward_options: its ``reward_kwargs``.
         metric: the success curve's key in verl's metrics.
         threshold: the success level whose first step is compared across algorithms.
+        variants: named ``reward_kwargs`` sets; a cell ``ALGORITHM@VARIANT`` runs the algorithm on that
+            variant of the reward (``""``: the clean default), for the stability study.
     """
 
+    assets: Task
     reward: Path
-    reward_options: tuple[tuple[str, str], ...]
     metric: str
     threshold: float
+    variants: dict[str, tuple[tuple[str, str], ...]]
 
 
 TASKS = {
-    "react": CpuTask(REACT_TSX, (), "reward_extra/compiled/mean", 0.8),
+    "react": CpuTask(REACT, REACT_TSX, "reward_extra/compiled/mean", 0.8, {"": ()}),
+    # The stability study: the exact step verifier's clean, bounded rewards against the same rewards
+    # with Gaussian noise (std 1, the size of a step value) or scaled by 10 without bounds.
+    "arith": CpuTask(
+        ARITHMETIC,
+        ARITHMETIC_STEPS,
+        "reward_extra/acc/mean",
+        0.6,
+        {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("scale", "10.0"),)},
+    ),
 }
 
 
@@ -57,26 +70,31 @@ def merge_presets(overrides: list[str]) -> list[str]:
     return [f"+preset=[{','.join(dict.fromkeys(names))}]", *rest]
 
 
-def run_overrides(task: CpuTask, assets, algorithm: str, seed: int, steps: int, out: Path) -> list[str]:
-    """Everything one run sets: CPU preset and base settings, the reward as the algorithm consumes it,
-    the algorithm's keys, and the run's name."""
+def run_overrides(task: CpuTask, assets, cell: str, seed: int, steps: int, out: Path) -> list[str]:
+    """Everything one run sets: CPU preset and base settings, the reward (variant) as the algorithm
+    consumes it, the algorithm's keys, and the run's name. ``cell`` is ``ALGORITHM`` or ``ALGORITHM@VARIANT``."""
+    algorithm, _, variant = cell.partition("@")
     return merge_presets(
         [
             "+preset=cpu",
             *base_overrides(assets, steps, out, seed),
-            *reward_function_overrides(task.reward, task.reward_options, ALGORITHMS[algorithm].reward),
+            *reward_function_overrides(task.reward, task.variants[variant], ALGORITHMS[algorithm].reward),
             *algorithm_keys(algorithm, MAX_RESPONSE_LENGTH),
-            f"trainer.experiment_name={algorithm}-seed{seed}",
+            f"trainer.experiment_name={cell}-seed{seed}",
         ]
     )
 
 
 def run_matrix(task_name: str, algorithms: list[str], seeds: list[int], steps: int, runs: Path, cache: Path) -> None:
     task = TASKS[task_name]
-    unknown = sorted(set(algorithms) - set(ALGORITHMS))
+    unknown = sorted(cell for cell in algorithms if cell.partition("@")[0] not in ALGORITHMS)
+    unknown += sorted(cell for cell in algorithms if cell.partition("@")[2] not in task.variants)
     if unknown:
-        raise ValueError(f"unknown algorithm(s) {unknown}; choose from {sorted(ALGORITHMS)}")
-    assets = build_assets(cache)
+        raise ValueError(
+            f"unknown algorithm(s) or variant(s) {unknown}; algorithms: {sorted(ALGORITHMS)}, "
+            f"variants of {task_name}: {sorted(task.variants)}"
+        )
+    assets = build_assets(cache, task=task.assets)
     cells = [(algorithm, seed) for seed in seeds for algorithm in algorithms]
     for number, (algorithm, seed) in enumerate(cells, 1):
         out = runs / task_name / algorithm / f"seed{seed}"

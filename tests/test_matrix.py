@@ -40,3 +40,15 @@ def test_every_algorithm_run_composes_with_the_cpu_preset(algorithm, tmp_path):
     assert config.actor_rollout_ref.rollout.name == "hf_cpu"  # the CPU preset
     assert config.trainer.total_training_steps == 5 and config.data.seed == 1
     assert config.data.max_response_length == matrix.MAX_RESPONSE_LENGTH
+
+
+@pytest.mark.parametrize(("cell", "options"), [("bot_grpo@noisy", {"noise": 1.0}), ("grpo@unbounded", {"scale": 10.0})])
+def test_reward_variants_of_the_stability_study_reach_the_reward_function(cell, options, tmp_path):
+    assets = SimpleNamespace(train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", model_dir="/m")
+    overrides = matrix.run_overrides(matrix.TASKS["arith"], assets, cell, 0, 5, tmp_path)
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=overrides)
+    kwargs = dict(config.reward.custom_reward_function.reward_kwargs)
+    assert {key: float(kwargs[key]) for key in options} == options
+    assert str(matrix.ARITHMETIC_STEPS) in (config.reward.custom_reward_function.path, kwargs.get("token_reward_path"))
+    assert config.trainer.experiment_name == f"{cell}-seed0"
