@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/matrix"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--baseline", default="grpo", help="the cell the report compares every other one with")
     parser.add_argument("--report-only", action="store_true", help="only write the report of finished runs")
     args = parser.parse_args(argv)
 
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         seeds = [int(seed) for seed in args.seeds.split(",")]
         run_matrix(args.task, args.algorithms.split(","), seeds, args.steps, args.runs.resolve(), args.cache_dir)
-    write_report(args.runs / args.task, task.metric, task.threshold, "grpo", args.out / args.task)
+    write_report(args.runs / args.task, task.metric, task.threshold, args.baseline, args.out / args.task)
     print((args.out / args.task / "summary.md").read_text())
     return 0
 
