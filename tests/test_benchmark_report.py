@@ -46,17 +46,18 @@ def write_run(root, algorithm, seed, values):
 
 def test_report_summarises_seeds_and_ratios_against_the_baseline(tmp_path):
     runs = tmp_path / "runs"
-    write_run(runs, "grpo", 0, [0.0, 0.2, 0.4, 0.8, 0.8])
-    write_run(runs, "grpo", 1, [0.0, 0.2, 0.4, 0.6, 0.8])
-    write_run(runs, "bot_grpo", 0, [0.0, 0.8, 0.9, 0.9, 0.9])
-    write_run(runs, "bot_grpo", 1, [0.4, 0.8, 0.8, 0.9, 1.0])
+    write_run(runs, "grpo", 0, [0.0, 0.2, 0.4, 0.8, 0.8, 0.8, 0.8])
+    write_run(runs, "grpo", 1, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.0])
+    write_run(runs, "bot_grpo", 0, [0.0, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9])
+    write_run(runs, "bot_grpo", 1, [0.4, 0.8, 0.8, 0.9, 1.0, 0.2, 1.0])
     summary = write_report(runs, "ok/mean", 0.8, "grpo", tmp_path / "out")
-    assert summary["grpo"]["steps_to_threshold"]["values"] == [4.0, 5.0]
-    assert summary["bot_grpo"]["steps_to_threshold"]["values"] == [2.0, 2.0]
-    assert summary["bot_grpo"]["vs_baseline"]["speedup_to_threshold"] == pytest.approx(4.5 / 2.0)
-    assert summary["bot_grpo"]["final"]["mean"] == pytest.approx((0.9 + 0.9 + 0.9 + 0.8 + 0.9 + 1.0) / 6)
+    # 3-step moving averages: grpo 0.2 .2 .47 .67 .8 ... -> step 6; .2 .4 .6 .8 -> step 6 (values at window ends)
+    assert summary["grpo"]["steps_to_threshold"]["values"] == [6.0, 6.0]
+    assert summary["bot_grpo"]["steps_to_threshold"]["values"] == [4.0, 4.0]
+    assert summary["bot_grpo"]["vs_baseline"]["speedup_to_threshold"] == pytest.approx(6.0 / 4.0)
+    assert summary["bot_grpo"]["final"]["mean"] == pytest.approx((0.9 + 0.9 + 0.9 + 1.0 + 0.2 + 1.0) / 6)
     table = (tmp_path / "out" / "summary.md").read_text()
-    assert "| bot_grpo | 2 | 2.0 ± 0.0 (2/2) | 2.25x |" in table
+    assert "| bot_grpo | 2 | 4.0 ± 0.0 (2/2) | 1.50x |" in table
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["baseline"] == "grpo"
     assert (tmp_path / "out" / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
