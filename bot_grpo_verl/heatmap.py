@@ -1,9 +1,9 @@
 """See what the algorithm sees: saved rollouts coloured by per-token reward and BoT-GRPO advantage.
 
 Works on the rollouts verl dumps (``trainer.rollout_data_dir`` / ``trainer.validation_data_dir``: JSONL
-with ``input``, ``output``, ``gts`` and, for training dumps, ``uid``), or any JSONL with those keys.
-The reward function is called again on each output, its spans are aligned to the tokens exactly as
-the ``bot_token`` reward manager does in training, and rollouts of one prompt form one BoT-GRPO group.
+with ``input``, ``output`` and ``gts``), or any JSONL with those keys. The reward function is called
+again on each output, its spans are aligned to the tokens exactly as the ``bot_token`` reward manager
+does in training, and the rollouts of one prompt (same ``input``) form one BoT-GRPO group.
 
     python -m bot_grpo_verl.heatmap rollouts/12.jsonl --tokenizer MODEL_DIR \\
         --reward-fn reward_models/react_tsx.py:compute_score --out heatmap.html --png heatmap.png
@@ -66,7 +66,7 @@ def score_rollouts(rows, tokenizer, reward_fn, data_source="unknown", options=No
         # A character split across tokens is shown once, on the token that completes it.
         shown_later = np.append(np.all(ranges[:-1] == ranges[1:], axis=1), False)
         pieces = ["" if later else text[start:end] for (start, end), later in zip(ranges, shown_later, strict=True)]
-        views.append(TokenView(str(row.get("uid", row["input"])), info["score"], pieces, rewards))
+        views.append(TokenView(row["input"], info["score"], pieces, rewards))
     return views
 
 
@@ -75,7 +75,9 @@ async def _awaited(result):
 
 
 def add_advantages(views: list[TokenView], algorithm_config=None) -> None:
-    """BoT-GRPO advantages of every token, rollouts of one prompt (``uid`` or ``input``) forming a group."""
+    """BoT-GRPO advantages of every token, the rollouts of one prompt (same ``input``) forming a group.
+
+    (verl's V1 dumps name each rollout by its own ``{uid}_{session}_{index}`` key, so ``uid`` does not group.)"""
     width = max((len(view.rewards) for view in views), default=0)
     rewards = torch.zeros(len(views), width, dtype=torch.float64)
     mask = torch.zeros(len(views), width)

@@ -2,7 +2,8 @@
 
 Builds (or reuses) the demo assets, runs ``python -m verl.trainer.main_ppo`` with ``+preset=[bot_grpo,cpu]``
 and the React/TSX compile reward, prints one progress line per training step, and writes verl's
-metrics (JSONL) and a plot of compile rate and reward per step (PNG).
+metrics (JSONL), a plot of compile rate and reward per step (PNG), and a heat-map of the last step's
+rollouts coloured by token reward and advantage (HTML and PNG, :mod:`bot_grpo_verl.heatmap`).
 
     python -m bot_grpo_verl.demo.run --steps 30 --out runs/demo [hydra overrides ...]
 """
@@ -20,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from bot_grpo_verl import heatmap
 from bot_grpo_verl.demo.assets import REACT_TSX, build_assets
 
 COMPILE_RATE = "reward_extra/compiled/mean"
@@ -51,6 +53,7 @@ def base_overrides(assets, steps: int, out: Path, seed: int) -> list[str]:
         "trainer.project_name=bot_grpo_demo",
         f"trainer.experiment_name=seed{seed}",
         f"trainer.default_local_dir={out / 'checkpoints'}",
+        f"trainer.rollout_data_dir={out / 'rollouts'}",
         "trainer.save_freq=-1",
         "trainer.test_freq=-1",
         "trainer.val_before_train=false",
@@ -169,6 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     plot(rows, out / "demo.png")
     elapsed = time.monotonic() - started
     print(f"done: {len(rows)} steps in {elapsed:.0f} s; metrics {out / 'metrics.jsonl'}, plot {out / 'demo.png'}")
+    last_rollouts = out / "rollouts" / f"{args.steps}.jsonl"
+    heatmap.main(
+        [
+            str(last_rollouts),
+            f"--tokenizer={assets.tokenizer_dir}",
+            f"--reward-fn={REACT_TSX}:compute_score",
+            "--limit=16",
+            f"--out={out / 'heatmap.html'}",
+            f"--png={out / 'heatmap.png'}",
+        ]
+    )
     return 0
 
 
