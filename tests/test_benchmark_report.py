@@ -42,6 +42,7 @@ def write_run(root, algorithm, seed, values):
         json.dumps({"step": step + 1, "data": {"ok/mean": value, "other": 1}}) for step, value in enumerate(values)
     ]
     path.write_text("\n".join(lines) + "\n" + json.dumps({"step": 99, "data": {"other": 2}}))
+    (path.parent / "DONE").write_text("1 s\n")
 
 
 def test_report_summarises_seeds_and_ratios_against_the_baseline(tmp_path):
@@ -50,7 +51,10 @@ def test_report_summarises_seeds_and_ratios_against_the_baseline(tmp_path):
     write_run(runs, "grpo", 1, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.0])
     write_run(runs, "bot_grpo", 0, [0.0, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9])
     write_run(runs, "bot_grpo", 1, [0.4, 0.8, 0.8, 0.9, 1.0, 0.2, 1.0])
+    write_run(runs, "gspo", 0, [0.0, 0.9, 0.9])
+    (runs / "gspo" / "seed0" / "DONE").unlink()  # interrupted: left out
     summary = write_report(runs, "ok/mean", 0.8, "grpo", tmp_path / "out")
+    assert "gspo" not in summary
     # 3-step moving averages: grpo 0.2 .2 .47 .67 .8 ... -> step 6; .2 .4 .6 .8 -> step 6 (values at window ends)
     assert summary["grpo"]["steps_to_threshold"]["values"] == [6.0, 6.0]
     assert summary["bot_grpo"]["steps_to_threshold"]["values"] == [4.0, 4.0]

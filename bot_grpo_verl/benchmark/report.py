@@ -41,9 +41,12 @@ def read_curve(path: Path, metric: str) -> Curve:
 
 
 def read_matrix(runs: Path, metric: str) -> dict[str, dict[int, Curve]]:
-    """``{algorithm: {seed: curve}}`` for every ``<runs>/<algorithm>/seed<k>/metrics.jsonl``."""
+    """``{algorithm: {seed: curve}}`` for every finished run: ``<runs>/<algorithm>/seed<k>/metrics.jsonl``
+    beside a ``DONE`` marker (an interrupted run's partial curve would skew the comparison)."""
     matrix: dict[str, dict[int, Curve]] = defaultdict(dict)
     for path in sorted(runs.glob("*/seed*/metrics.jsonl")):
+        if not (path.parent / "DONE").exists():
+            continue
         seed = int(re.fullmatch(r"seed(\d+)", path.parent.name).group(1))
         curve = read_curve(path, metric)
         if curve[0]:
