@@ -19,17 +19,15 @@ def register() -> None:
 
     check_verl_version()
     activate_cpu_mode()  # first: verl's engine modules cache the device name when imported
-    from verl.experimental.reward_loop.reward_manager.registry import register as register_reward_manager
     from verl.trainer.ppo.core_algos import register_adv_est
 
+    import bot_grpo_verl.reward_manager  # noqa: F401  (registers the bot_token reward manager)
     from bot_grpo_verl.estimator import compute_bot_grpo_advantage
     from bot_grpo_verl.pure import compute_pure_advantage
-    from bot_grpo_verl.reward_manager import REWARD_MANAGER_NAME, BoTTokenRewardManager
 
-    # Both registries accept the same object again and refuse a different one under our names.
+    # verl's registry accepts the same function again and refuses a different one under our names.
     register_adv_est(ESTIMATOR_NAME)(compute_bot_grpo_advantage)
     register_adv_est("pure")(compute_pure_advantage)
-    register_reward_manager(REWARD_MANAGER_NAME)(BoTTokenRewardManager)
     apply_adapters()
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
+from verl.experimental.reward_loop.reward_manager.registry import register
 from verl.utils.reward_score import default_compute_score
 
 from bot_grpo_verl.alignment import token_char_ranges, token_values_from_spans
@@ -127,6 +128,9 @@ def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardCon
     return rewards, info
 
 
+# Registered when this module runs, like verl's own managers: importing it first (``import verl`` then
+# loads the plugin, which imports it again while it is half done) must still register it.
+@register(REWARD_MANAGER_NAME)
 class BoTTokenRewardManager(RewardManagerBase):
     """Dense token rewards from a verl reward function that returns spans or token rewards.
 

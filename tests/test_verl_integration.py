@@ -172,3 +172,17 @@ def test_an_unsupported_verl_is_refused_with_the_supported_range(monkeypatch, fo
 
 def test_the_installed_verl_is_supported():
     assert verl_compat.check_verl_version() == "0.9.1"
+
+
+@pytest.mark.parametrize("first", ["bot_grpo_verl.reward_manager", "bot_grpo_verl.heatmap"])
+def test_importing_our_modules_before_verl_still_registers_everything(first):
+    # importing the reward manager imports verl, which loads the plugin, which needs the half-imported manager
+    result = run_python(
+        f"import {first}\n"
+        "from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls\n"
+        "from verl.trainer.ppo.core_algos import get_adv_estimator_fn\n"
+        "print(get_reward_manager_cls('bot_token').__name__, get_adv_estimator_fn('bot_grpo').__name__)"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "ERROR" not in result.stderr, result.stderr
+    assert result.stdout.split() == ["BoTTokenRewardManager", "compute_bot_grpo_advantage"]
