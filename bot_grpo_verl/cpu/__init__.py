@@ -16,6 +16,7 @@ on a GPU host. The run's config comes from the ``cpu`` hydra preset (``+preset=[
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 ENV_VAR = "BOT_GRPO_CPU"
 _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -23,8 +24,11 @@ _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _active: bool | None = None
 
 
-def requested(environ: os._Environ | dict = os.environ) -> bool | None:
-    """The user's ``BOT_GRPO_CPU`` choice: True (on), False (off) or None (unset: detect)."""
+def requested(environ: Mapping[str, str] | None = None) -> bool | None:
+    """The user's ``BOT_GRPO_CPU`` choice: True (on), False (off) or None (unset: detect).
+
+    ``environ`` defaults to ``os.environ`` as it is at the call: libraries may rebind ``os.environ``."""
+    environ = os.environ if environ is None else environ
     value = environ.get(ENV_VAR, "").strip().lower()
     if not value:
         return None
