@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Every algorithm of one task with identical settings, one command each: bash recipes/run_all.sh TASK [overrides]
+# (recipes/react/run.sh and recipes/aime/run.sh call it). Settings: recipes/algorithms.py.
+#
+# MODEL: qwen2.5-3b | smollm3-3b | phi4-mini-reasoning (default qwen2.5-3b). SEED: one seed (default: every
+# seed of the task). DRY_RUN=1 prints the commands only. Extra overrides apply to every algorithm alike.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+task="$1"
+shift
+
+run() {
+    "${PYTHON:-python}" -m recipes.launch --task "$task" --model "${MODEL:-qwen2.5-3b}" --algorithm "$1" \
+        ${SEED:+--seed "$SEED"} ${DRY_RUN:+--dry-run} "${@:2}"
+}
+
+for algorithm in grpo dr_grpo dapo gspo pure bot_grpo bot_grpo_uniform bot_grpo_no_std bot_grpo_return_to_go; do
+    run "$algorithm" "$@"
+done
