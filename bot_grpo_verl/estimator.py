@@ -186,10 +186,12 @@ def compute_bot_grpo_advantage(
         elif options.outcome_broadcast == "never":
             broadcast = torch.zeros((), dtype=torch.bool, device=device)
         else:
-            is_nonzero = torch.ne(rewards, 0, out=work)
-            nonzeros = is_nonzero.sum(dim=-1)
-            nonzero_at = is_nonzero @ positions  # the position of a row's only nonzero reward
-            outcome_like = (nonzeros == 0) | ((nonzeros == 1) & (nonzero_at >= last_valid))
+            # One pass: every nonzero reward adds T + 1 + its position, so a row's total is 0 without
+            # nonzeros, lies in [T + 1, 2T + 1) with exactly one (at total - T - 1), and is larger with more.
+            offset = response_length + 1
+            total = torch.ne(rewards, 0, out=work) @ (positions + offset)
+            single = (total >= offset) & (total < 2 * offset)
+            outcome_like = (total == 0) | (single & (total - offset >= last_valid))
             broadcast = outcome_like.all()
 
         # Shift every token by a reward taken from its own group, so that the sums below stay well
