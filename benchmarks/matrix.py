@@ -39,6 +39,9 @@ class CpuTask:
         threshold: the success level whose first step is compared across algorithms.
         variants: named ``reward_kwargs`` sets; a cell ``ALGORITHM@VARIANT`` runs the algorithm on that
             variant of the reward (``""``: the clean default), for the stability study.
+        pass_at_k: the budgets k of the unbiased Pass@k on the held-out val prompts, measured before
+            training and after the last step from ``max(pass_at_k)`` temperature-1 samples per prompt
+            (verl's validation, dumped to ``<run>/validation/<step>.jsonl``); empty: no validation.
     """
 
     assets: Task
@@ -46,6 +49,7 @@ class CpuTask:
     metric: str
     threshold: float
     variants: dict[str, tuple[tuple[str, str], ...]]
+    pass_at_k: tuple[int, ...] = ()
 
 
 TASKS = {
@@ -58,6 +62,7 @@ TASKS = {
         "reward_extra/acc/mean",
         0.6,
         {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("scale", "10.0"),)},
+        pass_at_k=(1, 2, 4, 8),
     ),
 }
 
@@ -70,14 +75,30 @@ def merge_presets(overrides: list[str]) -> list[str]:
     return [f"+preset=[{','.join(dict.fromkeys(names))}]", *rest]
 
 
+def validation_overrides(task: CpuTask, steps: int, out: Path) -> list[str]:
+    """Validate before training and after the last step with enough samples per prompt for Pass@k
+    (these come after the base settings, which turn validation off, and so win)."""
+    if not task.pass_at_k:
+        return []
+    return [
+        "trainer.val_before_train=true",
+        f"trainer.test_freq={steps}",
+        f"trainer.validation_data_dir={out / 'validation'}",
+        f"actor_rollout_ref.rollout.val_kwargs.n={max(task.pass_at_k)}",
+        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+    ]
+
+
 def run_overrides(task: CpuTask, assets, cell: str, seed: int, steps: int, out: Path) -> list[str]:
-    """Everything one run sets: CPU preset and base settings, the reward (variant) as the algorithm
-    consumes it, the algorithm's keys, and the run's name. ``cell`` is ``ALGORITHM`` or ``ALGORITHM@VARIANT``."""
+    """Everything one run sets: CPU preset and base settings, validation, the reward (variant) as the
+    algorithm consumes it, the algorithm's keys, and the run's name. ``cell`` is ``ALGORITHM`` or
+    ``ALGORITHM@VARIANT``."""
     algorithm, _, variant = cell.partition("@")
     return merge_presets(
         [
             "+preset=cpu",
             *base_overrides(assets, steps, out, seed),
+            *validation_overrides(task, steps, out),
             *reward_function_overrides(task.reward, task.variants[variant], ALGORITHMS[algorithm].reward),
             *algorithm_keys(algorithm, MAX_RESPONSE_LENGTH),
             f"trainer.experiment_name={cell}-seed{seed}",
@@ -128,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         seeds = [int(seed) for seed in args.seeds.split(",")]
         run_matrix(args.task, args.algorithms.split(","), seeds, args.steps, args.runs.resolve(), args.cache_dir)
-    write_report(args.runs / args.task, task.metric, task.threshold, args.baseline, args.out / args.task)
+    write_report(
+        args.runs / args.task, task.metric, task.threshold, args.baseline, args.out / args.task, task.pass_at_k
+    )
     print((args.out / args.task / "summary.md").read_text())
     return 0
 

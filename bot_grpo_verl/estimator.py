@@ -6,6 +6,7 @@ recipe selects it with ``algorithm.adv_estimator=bot_grpo``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,11 +111,22 @@ def validate_inputs(token_level_rewards: torch.Tensor, response_mask: torch.Tens
         raise ValueError(f"index (group ids) has length {got}, expected one per row: {token_level_rewards.shape[0]}")
 
 
-def raise_non_finite(token_level_rewards: torch.Tensor) -> None:
+def raise_non_finite(token_level_rewards: torch.Tensor, bound: float | None = None) -> None:
+    """Raise the ``ValueError`` that explains why rewards failed a finiteness (or ``bound``) check."""
     rows = torch.nonzero(~torch.isfinite(token_level_rewards).all(dim=-1)).flatten().tolist()
     if rows:
         raise ValueError(f"token_level_rewards holds non-finite values (NaN or inf) in rows {rows[:20]}")
-    raise ValueError("token_level_rewards overflow: their squares are not finite in float32; rescale the rewards")
+    largest = token_level_rewards.abs().max().item() if token_level_rewards.numel() else 0.0
+    limit = f" (|r| up to {largest:.3g}, limit {bound:.3g} for this batch shape)" if bound is not None else ""
+    raise ValueError(f"token_level_rewards overflow: their squared sums are not finite{limit}; rescale the rewards")
+
+
+def group_max(values: torch.Tensor, valid: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """Per group, the largest of ``values`` (B,) over its ``valid`` rows; 0 for a group without one."""
+    anchor = values.masked_fill(~valid, -torch.inf)
+    largest = torch.zeros(num_groups, dtype=values.dtype, device=values.device)
+    largest = largest.scatter_reduce(0, group, anchor, reduce="amax", include_self=False)
+    return largest.nan_to_num(neginf=0.0)
 
 
 def compute_bot_grpo_advantage(
@@ -140,7 +152,11 @@ def compute_bot_grpo_advantage(
     rewards only, each row's reward sum is first broadcast to its valid tokens (see
     :class:`BoTGRPOConfig`), and the result equals verl's ``grpo``. Statistics are accumulated in
     float32 (or float64 for float64 rewards) around a shift taken from each group's own rewards, so a
-    group whose tokens share one reward gets exactly zero advantage.
+    group whose tokens share one reward gets exactly zero advantage. Rewards must be finite and, so that
+    no sum of squares overflows, within ``|r| <= sqrt(max / (8 B T)) / T`` (``max`` of the accumulation
+    dtype: about 4e11 in float32 at 512 x 8192); anything else raises ``ValueError``. The call costs one
+    device-to-host sync, which also picks the cheaper outcome-only computation when the rewards are
+    broadcast.
 
     Args:
         token_level_rewards: `(torch.Tensor)`
@@ -169,82 +185,85 @@ def compute_bot_grpo_advantage(
         rewards = token_level_rewards.to(dtype)
         mask = response_mask.to(dtype)
         group, num_groups = group_ids(index, device)
-        response_length = rewards.shape[1]
+        batch_size, response_length = rewards.shape
 
         lengths = mask.sum(dim=-1)
         non_empty = lengths > 0
+        scores = rewards.sum(dim=-1)
         positions = torch.arange(response_length, device=device, dtype=dtype)
         # One (B, T) buffer serves every step and finally holds the advantages: on CPU a fresh large
         # allocation per step costs more than the arithmetic.
-        work = torch.mul(mask, positions, out=torch.empty_like(rewards))
-        last_valid = work.amax(dim=-1) if response_length else lengths
-        last_reward = rewards.gather(1, last_valid.long().unsqueeze(1)).squeeze(1) if response_length else lengths
-        scores = rewards.sum(dim=-1)
+        work = torch.empty_like(rewards)
+        last_valid = torch.mul(mask, positions, out=work).amax(dim=-1) if response_length else lengths
 
-        if options.outcome_broadcast == "always":
-            broadcast = torch.ones((), dtype=torch.bool, device=device)
-        elif options.outcome_broadcast == "never":
-            broadcast = torch.zeros((), dtype=torch.bool, device=device)
-        else:
+        if options.outcome_broadcast == "auto":
             # One pass: every nonzero reward adds T + 1 + its position, so a row's total is 0 without
             # nonzeros, lies in [T + 1, 2T + 1) with exactly one (at total - T - 1), and is larger with more.
             offset = response_length + 1
             total = torch.ne(rewards, 0, out=work) @ (positions + offset)
-            single = (total >= offset) & (total < 2 * offset)
-            outcome_like = (total == 0) | (single & (total - offset >= last_valid))
-            broadcast = outcome_like.all()
+            one_nonzero = (total >= offset) & (total < 2 * offset)
+            broadcast = ((total == 0) | (one_nonzero & (total - offset >= last_valid))).all()
+        else:
+            broadcast = torch.tensor(options.outcome_broadcast == "always", device=device)
+        # The one host sync: bad rewards (NaN fails the comparison), and which of the two computations
+        # below the batch needs. The bound keeps every sum of squares below finite in ``dtype``.
+        low, high = torch.aminmax(rewards) if rewards.numel() else (scores.sum(), scores.sum())
+        bound = math.sqrt(torch.finfo(dtype).max / (8 * max(batch_size, 1) * max(response_length, 1)))
+        bound /= max(response_length, 1)
+        bounded = (low >= -bound) & (high <= bound)
+        bounded, broadcast = torch.stack([bounded, broadcast]).tolist()
+        if not bounded:
+            raise_non_finite(token_level_rewards, bound)
 
-        # Shift every token by a reward taken from its own group, so that the sums below stay well
-        # conditioned and a group of equal rewards gives exactly zero deviations.
-        anchor = torch.where(broadcast, scores, last_reward).masked_fill(~non_empty, -torch.inf)
-        group_shift = torch.zeros(num_groups, dtype=dtype, device=device).scatter_reduce(
-            0, group, anchor, reduce="amax", include_self=False
-        )
-        group_shift = group_shift.nan_to_num(neginf=0.0)
-        row_shift = group_shift[group]
-        centered = torch.sub(rewards, row_shift.unsqueeze(1), out=work).mul_(mask)
-        dense_sum = centered.sum(dim=-1)
-        dense_sum_sq = torch.linalg.vector_norm(centered, dim=-1).square()
-        if not bool(torch.isfinite(torch.stack([scores, dense_sum_sq])).all()):
-            raise_non_finite(token_level_rewards)
-
-        # Per row: mean deviation from the shift and sum of squared deviations from the row mean
-        # (zero for broadcast rows); rows are then pooled with Chan's parallel formula.
-        row_length = lengths.clamp(min=1)
-        row_mean = torch.where(broadcast, scores - row_shift, dense_sum / row_length)
-        row_m2 = torch.where(
-            broadcast, torch.zeros_like(dense_sum), dense_sum_sq - dense_sum * (dense_sum / row_length)
-        )
         if options.weighting == "inverse_length":
-            row_weight = non_empty.to(dtype) / row_length
+            row_weight = non_empty.to(dtype) / lengths.clamp(min=1)
             row_mass = non_empty.to(dtype)
         else:
             row_weight = non_empty.to(dtype)
             row_mass = lengths
 
+        # Statistics are taken around a shift read from each group's own rewards (its largest row score,
+        # or its largest last-token reward), so that they stay well conditioned and a group of equal
+        # rewards gives exactly zero deviations.
+        if broadcast:
+            group_shift = group_max(scores, non_empty, group, num_groups)
+            row_shift = group_shift[group]
+            row_mean, row_m2 = scores - row_shift, torch.zeros_like(scores)
+        else:
+            last_reward = rewards.gather(1, last_valid.long().unsqueeze(1)).squeeze(1) if response_length else lengths
+            group_shift = group_max(last_reward, non_empty, group, num_groups)
+            row_shift = group_shift[group]
+            centered = torch.sub(rewards, row_shift.unsqueeze(1), out=work).mul_(mask)
+            dense_sum = centered.sum(dim=-1)
+            row_mean = dense_sum / lengths.clamp(min=1)
+            row_m2 = (torch.linalg.vector_norm(centered, dim=-1).square() - dense_sum * row_mean).clamp(min=0)
+
+        # Rows are pooled with Chan's parallel formula.
         def per_group(values: torch.Tensor) -> torch.Tensor:
             return torch.zeros(num_groups, dtype=dtype, device=device).index_add_(0, group, values)
 
-        group_rows = per_group(non_empty.to(dtype))
         group_mass = per_group(row_mass)
         group_offset = per_group(row_mass * row_mean) / group_mass.clamp(min=1)
         between = row_mean - group_offset[group]
-        group_m2 = per_group(row_weight * row_m2.clamp(min=0) + row_mass * between * between)
+        group_m2 = per_group(row_weight * row_m2 + row_mass * between * between)
         group_std = (group_m2 / (group_mass - 1).clamp(min=1)).sqrt()
 
-        single = group_rows <= 1
+        single = per_group(non_empty.to(dtype)) <= 1
         group_mean = torch.where(single, torch.zeros_like(group_shift), group_shift + group_offset)
         if norm_adv_by_std:
             group_scale = torch.where(single, torch.ones_like(group_std), group_std) + options.epsilon
         else:
             group_scale = torch.ones_like(group_std)
 
-        # A = m (r - mu) / s = centered / s + m (shift - mu) / s, with the broadcast rows written as
-        # m (score - mu) / s; every choice is made per row, so the (B, T) work is two in-place passes.
         row_scale = group_scale[group]
-        row_bias = torch.where(broadcast, scores, row_shift).sub_(group_mean[group]).div_(row_scale)
-        row_factor = torch.where(broadcast, torch.zeros_like(row_scale), row_scale.reciprocal())
-        advantages = centered.mul_(row_factor.unsqueeze(1)).addcmul_(mask, row_bias.unsqueeze(1))
+        row_mean = group_mean[group]
+        if broadcast:
+            row_advantage = (scores - row_mean) / row_scale
+            advantages = torch.mul(mask, row_advantage.unsqueeze(1), out=work)
+        else:
+            # A = m (r - mu) / s = centered / s + m (shift - mu) / s: two in-place passes.
+            row_bias = (row_shift - row_mean) / row_scale
+            advantages = centered.div_(row_scale.unsqueeze(1)).addcmul_(mask, row_bias.unsqueeze(1))
         if options.credit == "return_to_go":
             advantages = suffix_sum(advantages) / suffix_sum(mask).clamp(min=1) * mask
     return advantages, advantages

@@ -53,7 +53,7 @@ def test_report_summarises_seeds_and_ratios_against_the_baseline(tmp_path):
     write_run(runs, "bot_grpo", 1, [0.4, 0.8, 0.8, 0.9, 1.0, 0.2, 1.0])
     write_run(runs, "gspo", 0, [0.0, 0.9, 0.9])
     (runs / "gspo" / "seed0" / "DONE").unlink()  # interrupted: left out
-    summary = write_report(runs, "ok/mean", 0.8, "grpo", tmp_path / "out")
+    summary = write_report(runs, "ok/mean", 0.8, "grpo", tmp_path / "out")["algorithms"]
     assert "gspo" not in summary
     # 3-step moving averages: grpo 0.2 .2 .47 .67 .8 ... -> step 6; .2 .4 .6 .8 -> step 6 (values at window ends)
     assert summary["grpo"]["steps_to_threshold"]["values"] == [6.0, 6.0]
@@ -70,3 +70,44 @@ def test_pass_at_k_of_a_verl_generation_dump(tmp_path):
     rows = [{"input": "p1", "acc": a} for a in (1, 0, 0, 0)] + [{"input": "p2", "acc": a} for a in (0, 0, 0, 0)]
     (tmp_path / "5.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
     assert pass_at_k_of_dump(tmp_path / "5.jsonl", 2) == pytest.approx((1 - math.comb(3, 2) / math.comb(4, 2)) / 2)
+
+
+def write_validation(runs, algorithm, seed, step, correct_per_problem, samples=4):
+    rows = [
+        {"input": f"problem {problem}", "acc": float(sample < correct), "step": step}
+        for problem, correct in enumerate(correct_per_problem)
+        for sample in range(samples)
+    ]
+    folder = runs / algorithm / f"seed{seed}" / "validation"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{step}.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+
+
+def test_report_gives_pass_at_k_before_and_after_training_against_the_baseline(tmp_path):
+    runs = tmp_path / "runs"
+    for algorithm, after in (("grpo", [1, 0]), ("bot_grpo", [4, 2])):
+        for seed in (0, 1):
+            write_run(runs, algorithm, seed, [0.1, 0.2, 0.3])
+            write_validation(runs, algorithm, seed, 0, [1, 0])
+            write_validation(runs, algorithm, seed, 2, [0, 0])  # an earlier test_freq dump: not the last
+            write_validation(runs, algorithm, seed, 3, after)
+    write_validation(runs, "gspo", 0, 3, [4, 4])  # no DONE: left out
+    report = write_report(runs, "ok/mean", 0.8, "grpo", tmp_path / "out", pass_at_k=(1, 4))
+    passes = report["pass_at_k"]
+    assert "gspo" not in passes
+    # bot_grpo after: problem 0 all 4 correct, problem 1 2 of 4 -> Pass@1 = (1 + 0.5) / 2, Pass@4 = 1
+    assert passes["bot_grpo"]["after"]["1"]["mean"] == pytest.approx(0.75)
+    assert passes["bot_grpo"]["after"]["4"]["mean"] == pytest.approx(1.0)
+    assert passes["grpo"]["after"]["4"]["mean"] == pytest.approx(0.5)
+    assert passes["bot_grpo"]["after_minus_baseline"]["1"] == pytest.approx(0.75 - 0.125)
+    assert passes["before training"]["after"]["1"]["values"] == [0.125] * 4  # every run's step-0 dump
+    table = (tmp_path / "out" / "summary.md").read_text()
+    assert "| bot_grpo | 0.750 ± 0.000 | 1.000 ± 0.000 | +0.500 |" in table
+    assert (tmp_path / "out" / "pass_at_k.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_without_validation_dumps_has_no_pass_at_k(tmp_path):
+    runs = tmp_path / "runs"
+    write_run(runs, "grpo", 0, [0.1, 0.2])
+    report = write_report(runs, "ok/mean", 0.8, "grpo", tmp_path / "out", pass_at_k=(1,))
+    assert "pass_at_k" not in report and not (tmp_path / "out" / "pass_at_k.png").exists()

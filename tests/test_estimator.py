@@ -207,6 +207,36 @@ def test_non_finite_rewards_name_the_rows():
         compute_bot_grpo_advantage(rewards, torch.ones(4, 3), np.array(list("aabb"), dtype=object))
 
 
+def test_rewards_whose_squared_sums_overflow_are_refused_with_the_limit():
+    rewards = torch.zeros(4, 3)
+    rewards[1, 2] = 3e18  # finite in float32, its square is not
+    with pytest.raises(ValueError, match=r"overflow.*\|r\| up to 3e\+18, limit"):
+        compute_bot_grpo_advantage(rewards, torch.ones(4, 3), np.array(list("aabb"), dtype=object))
+    large = torch.randn(4, 3, dtype=torch.float64) * 1e30  # float64 rewards keep float64 headroom
+    advantages, _ = compute_bot_grpo_advantage(large, torch.ones(4, 3), np.array(list("aabb"), dtype=object))
+    assert torch.isfinite(advantages).all()
+
+
+@pytest.mark.parametrize("broadcast", ["auto", "always", "never"])
+@pytest.mark.parametrize("dense", [True, False])
+def test_one_host_sync_per_call_and_inputs_left_untouched(monkeypatch, broadcast, dense):
+    rewards, mask, index = random_batch(torch.Generator().manual_seed(3), dense=dense)
+    mask = mask.long()  # as verl's agent loop builds it
+    before = rewards.clone(), mask.clone()
+    syncs = []
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "numpy", "cpu"):
+        original = getattr(torch.Tensor, name)
+        monkeypatch.setattr(
+            torch.Tensor, name, lambda self, *a, _f=original, _n=name, **k: syncs.append(_n) or _f(self, *a, **k)
+        )
+    advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, algorithm_config(outcome_broadcast=broadcast))
+    monkeypatch.undo()
+    assert syncs == ["tolist"]
+    assert torch.equal(rewards, before[0]) and torch.equal(mask, before[1])
+    expected = reference_bot_grpo(rewards, mask.float(), index, outcome_broadcast=broadcast)
+    torch.testing.assert_close(advantages.double(), expected, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     ("rewards", "mask", "index", "message"),
     [

@@ -52,3 +52,22 @@ def test_reward_variants_of_the_stability_study_reach_the_reward_function(cell, 
     assert {key: float(kwargs[key]) for key in options} == options
     assert str(matrix.ARITHMETIC_STEPS) in (config.reward.custom_reward_function.path, kwargs.get("token_reward_path"))
     assert config.trainer.experiment_name == f"{cell}-seed0"
+
+
+def test_arith_runs_validate_before_and_after_training_with_enough_samples_for_pass_at_k(tmp_path):
+    assets = SimpleNamespace(train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", model_dir="/m")
+    overrides = matrix.run_overrides(matrix.TASKS["arith"], assets, "grpo", 0, 7, tmp_path)
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=overrides)
+    assert config.trainer.val_before_train and config.trainer.test_freq == 7
+    assert config.trainer.validation_data_dir == str(tmp_path / "validation")
+    assert config.actor_rollout_ref.rollout.val_kwargs.n == max(matrix.TASKS["arith"].pass_at_k)
+    assert config.actor_rollout_ref.rollout.val_kwargs.temperature == 1.0
+
+
+def test_react_runs_do_not_validate(tmp_path):
+    assets = SimpleNamespace(train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", model_dir="/m")
+    overrides = matrix.run_overrides(matrix.TASKS["react"], assets, "grpo", 0, 7, tmp_path)
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=overrides)
+    assert config.trainer.test_freq == -1 and not config.trainer.val_before_train

@@ -1,9 +1,11 @@
 """Report on a benchmark matrix: per algorithm, steps to a threshold, area under the success curve and
-final success over seeds, ratios against a baseline, curves with seed bands.
+final success over seeds, ratios against a baseline, curves with seed bands; with ``--pass-at-k``, the
+unbiased Pass@k on held-out prompts before training and after the last step.
 
 Reads ``<runs>/<algorithm>/seed<k>/metrics.jsonl`` in verl's file-logger format
-(``{"step": s, "data": {metric: value}}`` per line) and writes ``summary.json``, ``summary.md`` and
-``curves.png`` to ``--out``.
+(``{"step": s, "data": {metric: value}}`` per line) and, for Pass@k, verl's validation dumps
+``<runs>/<algorithm>/seed<k>/validation/<step>.jsonl``; writes ``summary.json``, ``summary.md``,
+``curves.png`` (and ``pass_at_k.png``) to ``--out``.
 
     python -m bot_grpo_verl.benchmark.report runs/react --metric reward_extra/compiled/mean \\
         --threshold 0.8 --baseline grpo --out benchmarks/results/react
@@ -17,6 +19,7 @@ import math
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -40,20 +43,40 @@ def read_curve(path: Path, metric: str) -> Curve:
     return steps, values
 
 
+def finished_runs(runs: Path) -> list[tuple[str, int, Path]]:
+    """``(algorithm, seed, folder)`` of every run under ``<runs>/<algorithm>/seed<k>/`` that left its ``DONE``
+    marker (an interrupted run's partial results would skew the comparison)."""
+    found = []
+    for done in sorted(runs.glob("*/seed*/DONE")):
+        seed = re.fullmatch(r"seed(\d+)", done.parent.name)
+        if seed:
+            found.append((done.parent.parent.name, int(seed.group(1)), done.parent))
+    return found
+
+
 def read_matrix(runs: Path, metric: str) -> dict[str, dict[int, Curve]]:
-    """``{algorithm: {seed: curve}}`` for every finished run: ``<runs>/<algorithm>/seed<k>/metrics.jsonl``
-    beside a ``DONE`` marker (an interrupted run's partial curve would skew the comparison)."""
+    """``{algorithm: {seed: curve}}`` of ``metric`` in every finished run's ``metrics.jsonl``."""
     matrix: dict[str, dict[int, Curve]] = defaultdict(dict)
-    for path in sorted(runs.glob("*/seed*/metrics.jsonl")):
-        if not (path.parent / "DONE").exists():
-            continue
-        seed = int(re.fullmatch(r"seed(\d+)", path.parent.name).group(1))
-        curve = read_curve(path, metric)
+    for algorithm, seed, folder in finished_runs(runs):
+        curve = read_curve(folder / "metrics.jsonl", metric) if (folder / "metrics.jsonl").exists() else ([], [])
         if curve[0]:
-            matrix[path.parent.parent.name][seed] = curve
+            matrix[algorithm][seed] = curve
     if not matrix:
         raise ValueError(f"no {metric!r} values under {runs}/<algorithm>/seed<k>/metrics.jsonl")
     return dict(matrix)
+
+
+def read_pass_at_k(runs: Path, ks: Sequence[int]) -> dict[str, dict[int, dict[str, dict[int, float]]]]:
+    """``{algorithm: {seed: {"before": {k: Pass@k}, "after": {k: Pass@k}}}}`` from the first and last
+    validation dumps (``validation/<step>.jsonl``) of every finished run."""
+    results: dict[str, dict[int, dict[str, dict[int, float]]]] = defaultdict(dict)
+    for algorithm, seed, folder in finished_runs(runs):
+        dumps = {int(path.stem): path for path in (folder / "validation").glob("*.jsonl") if path.stem.isdigit()}
+        chosen = {"before": dumps.get(0), "after": dumps[max(dumps)] if max(dumps, default=0) > 0 else None}
+        entry = {when: {k: pass_at_k_of_dump(dump, k) for k in ks} for when, dump in chosen.items() if dump}
+        if entry:
+            results[algorithm][seed] = entry
+    return dict(results)
 
 
 def pass_at_k_of_dump(path: Path, k: int, correct_key: str = "acc") -> float:
@@ -118,6 +141,74 @@ def summarize(
     return summary
 
 
+def summarize_pass_at_k(results: dict[str, dict[int, dict[str, dict[int, float]]]], baseline: str) -> dict:
+    """Per algorithm and k over seeds: Pass@k before training and after the last step, and the
+    difference after - baseline after; ``"before training"`` pools every run's pre-training measurement
+    (one model, so its spread is the measurement's own noise)."""
+    summary: dict = {}
+    for algorithm, seeds in results.items():
+        summary[algorithm] = {
+            when: {str(k): _stats([entry[when][k] for entry in seeds.values() if when in entry]) for k in ks}
+            for when in ("before", "after")
+            for ks in [sorted({k for entry in seeds.values() for k in entry.get(when, {})})]
+        }
+    pooled = [entry["before"] for seeds in results.values() for entry in seeds.values() if "before" in entry]
+    if pooled:
+        summary["before training"] = {"after": {str(k): _stats([entry[k] for entry in pooled]) for k in pooled[0]}}
+    base = summary.get(baseline, {}).get("after", {})
+    for entry in summary.values():
+        entry["after_minus_baseline"] = {
+            k: stats["mean"] - base[k]["mean"]
+            for k, stats in entry.get("after", {}).items()
+            if k in base and stats["mean"] is not None and base[k]["mean"] is not None
+        }
+    return summary
+
+
+def pass_at_k_table(summary: dict, baseline: str) -> str:
+    ks = sorted({int(k) for entry in summary.values() for k in entry.get("after", {})})
+    lines = [
+        f"Unbiased Pass@k on the held-out prompts after the last step (mean ± std over seeds); the last "
+        f"column against `{baseline}`; `before training` pools every run's measurement of the starting model.",
+        "",
+        "| algorithm | " + " | ".join(f"Pass@{k}" for k in ks) + f" | Pass@{ks[-1]} - baseline |",
+        "| --- |" + " --- |" * (len(ks) + 1),
+    ]
+    for algorithm, entry in summary.items():
+        after = entry.get("after", {})
+        difference = entry["after_minus_baseline"].get(str(ks[-1]))
+        cells = [_cell(after[str(k)], 3) if str(k) in after else "n/a" for k in ks]
+        lines.append(
+            f"| {algorithm} | " + " | ".join(cells) + f" | {'n/a' if difference is None else f'{difference:+.3f}'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot_pass_at_k(summary: dict, path: Path) -> None:
+    """Pass@k against k after training, one line per algorithm with its seeds' min-max as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    for algorithm, entry in sorted(summary.items()):
+        after = entry.get("after", {})
+        ks = sorted(after, key=int)
+        mean = np.array([after[k]["mean"] for k in ks])
+        low = mean - np.array([min(after[k]["values"]) for k in ks])
+        high = np.array([max(after[k]["values"]) for k in ks]) - mean
+        style = {"color": "black", "linestyle": "--"} if algorithm == "before training" else {}
+        axis.errorbar([int(k) for k in ks], mean, yerr=[low, high], capsize=3, marker="o", label=algorithm, **style)
+    axis.set_xscale("log", base=2)
+    axis.set_xlabel("k (samples per problem)")
+    axis.set_ylabel("Pass@k (held-out prompts)")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 def _cell(stats: dict, digits: int = 2) -> str:
     if stats["mean"] is None:
         return "n/a"
@@ -170,16 +261,29 @@ def plot_curves(matrix: dict[str, dict[int, Curve]], metric: str, threshold: flo
     plt.close(figure)
 
 
-def write_report(runs: Path, metric: str, threshold: float, baseline: str, out: Path) -> dict:
+def write_report(
+    runs: Path, metric: str, threshold: float, baseline: str, out: Path, pass_at_k: Sequence[int] = ()
+) -> dict:
+    """Write ``summary.json``, ``summary.md`` and ``curves.png`` (and ``pass_at_k.png`` when ``pass_at_k``
+    names budgets and the runs dumped validations) to ``out``; returns the JSON's content."""
     matrix = read_matrix(runs, metric)
-    summary = summarize(matrix, threshold, baseline)
+    report = {
+        "metric": metric,
+        "threshold": threshold,
+        "baseline": baseline,
+        "algorithms": summarize(matrix, threshold, baseline),
+    }
+    markdown = markdown_table(report["algorithms"], metric, threshold, baseline)
+    passes = read_pass_at_k(runs, pass_at_k) if pass_at_k else {}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(
-        json.dumps({"metric": metric, "threshold": threshold, "baseline": baseline, "algorithms": summary}, indent=2)
-    )
-    (out / "summary.md").write_text(markdown_table(summary, metric, threshold, baseline))
+    if passes:
+        report["pass_at_k"] = summarize_pass_at_k(passes, baseline)
+        markdown += "\n" + pass_at_k_table(report["pass_at_k"], baseline)
+        plot_pass_at_k(report["pass_at_k"], out / "pass_at_k.png")
+    (out / "summary.json").write_text(json.dumps(report, indent=2))
+    (out / "summary.md").write_text(markdown)
     plot_curves(matrix, metric, threshold, out / "curves.png")
-    return summary
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,8 +293,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, required=True)
     parser.add_argument("--baseline", default="grpo")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--pass-at-k", default="", help="comma-separated budgets k, e.g. 1,4,8 (from validation dumps)")
     args = parser.parse_args(argv)
-    write_report(args.runs, args.metric, args.threshold, args.baseline, args.out)
+    ks = [int(k) for k in args.pass_at_k.split(",") if k]
+    write_report(args.runs, args.metric, args.threshold, args.baseline, args.out, ks)
     print((args.out / "summary.md").read_text())
     return 0
 
