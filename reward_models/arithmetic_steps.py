@@ -23,7 +23,7 @@ import random
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 # verl loads this file by path (importlib spec, not as a package member), so its sibling modules are
@@ -32,8 +32,9 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.append(_ROOT)
 
+from bot_grpo_verl.options import options_from_kwargs  # noqa: E402
 from bot_grpo_verl.token_rewards import split_steps  # noqa: E402
-from reward_models.math_prm import BOXED, VERL_CALL_KWARGS, check_answer, find_final_answer  # noqa: E402
+from reward_models.math_prm import BOXED, check_answer, find_final_answer  # noqa: E402
 
 # ``a op b = c`` with integers of at most 30 digits (bounds the cost of checking a step).
 STEP = re.compile(r"[ \t]*(-?\d{1,30})[ \t]*([-+*])[ \t]*(-?\d{1,30})[ \t]*=[ \t]*(-?\d{1,30})[ \t]*")
@@ -93,11 +94,7 @@ class ArithmeticStepsConfig:
     @classmethod
     def from_kwargs(cls, kwargs: Mapping) -> "ArithmeticStepsConfig":
         """The config from ``compute_score``'s keyword arguments; an unknown name raises ``ValueError``."""
-        known = {field.name for field in fields(cls)}
-        unknown = sorted(set(kwargs) - known - set(VERL_CALL_KWARGS))
-        if unknown:
-            raise ValueError(f"unknown arithmetic_steps option(s) {unknown}; known: {sorted(known)}")
-        return cls(**{name: value for name, value in kwargs.items() if name in known})
+        return options_from_kwargs(cls, kwargs, "arithmetic_steps")
 
     def step_values(self, correct: list[bool], text: str) -> list[float]:
         """Per step of ``text``, the value of a correct (True) or wrong (False) step, noised and clipped."""

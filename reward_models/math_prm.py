@@ -30,6 +30,7 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.append(_ROOT)
 
+from bot_grpo_verl.options import options_from_kwargs  # noqa: E402
 from bot_grpo_verl.token_rewards import Span, split_steps  # noqa: E402
 from reward_models.prm import (  # noqa: E402
     AGGREGATIONS,
@@ -44,7 +45,6 @@ from reward_models.prm import (  # noqa: E402
 
 MISSING_GROUND_TRUTH = ("error", "process_only")
 # Arguments verl itself adds to a custom reward function's call; accepted and not used.
-VERL_CALL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
 # A final answer longer than this is not handed to math-verify (parsing cost) and counts as unparseable.
 MAX_ANSWER_CHARS = 1000
 # math-verify's timeouts use signal.alarm, which works in the main thread only.
@@ -183,11 +183,7 @@ class MathPRMConfig:
     @classmethod
     def from_kwargs(cls, kwargs: Mapping) -> "MathPRMConfig":
         """The config from ``compute_score``'s keyword arguments; an unknown name raises ``ValueError``."""
-        known = {field.name for field in fields(cls)}
-        unknown = sorted(set(kwargs) - known - set(VERL_CALL_KWARGS))
-        if unknown:
-            raise ValueError(f"unknown math_prm option(s) {unknown}; known: {sorted(known)}")
-        return cls(**{name: value for name, value in kwargs.items() if name in known})
+        return options_from_kwargs(cls, kwargs, "math_prm")
 
     def scorer(self):
         """The process-wide :class:`reward_models.prm.StepScorer` of these options."""

@@ -97,6 +97,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot_grpo_verl.options import options_from_kwargs
+
 WORKER_SCRIPT = Path(__file__).resolve().parent / "tsx" / "worker.mjs"
 
 CODE_LANGUAGES = ("tsx", "jsx", "typescript", "ts", "javascript", "js", "")
@@ -104,7 +106,6 @@ LEVELS = ("syntax", "types")
 REGIONS = ("token", "line", "element")
 BLOCK_CHOICES = ("all", "last")
 # Keys verl itself may pass to a custom reward function (reward loop with a reward router).
-VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
 STARTUP_TIMEOUT = 60.0
 
 Span = tuple[int, int, float]
@@ -151,14 +152,9 @@ def _check_positive_int(name: str, value) -> None:
 def parse_options(kwargs: dict) -> Options:
     """Build :class:`Options` from a reward function's keyword arguments (verl's ``reward_kwargs``).
 
-    Keys verl passes on its own (:data:`VERL_KWARGS`) are ignored; any other unknown key raises.
+    Keys verl passes on its own are ignored; any other unknown key raises.
     """
-    allowed = tuple(Options.__dataclass_fields__)
-    unknown = sorted(set(kwargs) - set(allowed) - set(VERL_KWARGS))
-    if unknown:
-        raise ValueError(f"unknown react_tsx option(s) {unknown}; allowed: {allowed}")
-    given = {key: value for key, value in kwargs.items() if key in allowed}
-    options = Options(**given)
+    options = options_from_kwargs(Options, kwargs, "react_tsx")
     _check_choice("level", options.level, LEVELS)
     _check_choice("region", options.region, REGIONS)
     _check_choice("blocks", options.blocks, BLOCK_CHOICES)
