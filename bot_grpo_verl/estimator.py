@@ -194,7 +194,8 @@ def compute_bot_grpo_advantage(
         # One (B, T) buffer serves every step and finally holds the advantages: on CPU a fresh large
         # allocation per step costs more than the arithmetic.
         work = torch.empty_like(rewards)
-        last_valid = torch.mul(mask, positions, out=work).amax(dim=-1) if response_length else lengths
+        if options.outcome_broadcast != "always":  # the detection and the dense path need it
+            last_valid = torch.mul(mask, positions, out=work).amax(dim=-1) if response_length else lengths
 
         if options.outcome_broadcast == "auto":
             # One pass: every nonzero reward adds T + 1 + its position, so a row's total is 0 without
@@ -255,14 +256,13 @@ def compute_bot_grpo_advantage(
         else:
             group_scale = torch.ones_like(group_std)
 
-        row_scale = group_scale[group]
-        row_mean = group_mean[group]
+        row_scale, row_group_mean = group_scale[group], group_mean[group]
         if broadcast:
-            row_advantage = (scores - row_mean) / row_scale
+            row_advantage = (scores - row_group_mean) / row_scale
             advantages = torch.mul(mask, row_advantage.unsqueeze(1), out=work)
         else:
             # A = m (r - mu) / s = centered / s + m (shift - mu) / s: two in-place passes.
-            row_bias = (row_shift - row_mean) / row_scale
+            row_bias = (row_shift - row_group_mean) / row_scale
             advantages = centered.div_(row_scale.unsqueeze(1)).addcmul_(mask, row_bias.unsqueeze(1))
         if options.credit == "return_to_go":
             advantages = suffix_sum(advantages) / suffix_sum(mask).clamp(min=1) * mask
