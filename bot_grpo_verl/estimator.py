@@ -189,7 +189,6 @@ def compute_bot_grpo_advantage(
 
         lengths = mask.sum(dim=-1)
         non_empty = lengths > 0
-        scores = rewards.sum(dim=-1)
         positions = torch.arange(response_length, device=device, dtype=dtype)
         # One (B, T) buffer serves every step and finally holds the advantages: on CPU a fresh large
         # allocation per step costs more than the arithmetic.
@@ -208,7 +207,7 @@ def compute_bot_grpo_advantage(
             broadcast = torch.tensor(options.outcome_broadcast == "always", device=device)
         # The one host sync: bad rewards (NaN fails the comparison), and which of the two computations
         # below the batch needs. The bound keeps every sum of squares below finite in ``dtype``.
-        low, high = torch.aminmax(rewards) if rewards.numel() else (scores.sum(), scores.sum())
+        low, high = torch.aminmax(rewards) if rewards.numel() else (lengths.sum(), lengths.sum())
         bound = math.sqrt(torch.finfo(dtype).max / (8 * max(batch_size, 1) * max(response_length, 1)))
         bound /= max(response_length, 1)
         bounded = (low >= -bound) & (high <= bound)
@@ -227,6 +226,7 @@ def compute_bot_grpo_advantage(
         # or its largest last-token reward), so that they stay well conditioned and a group of equal
         # rewards gives exactly zero deviations.
         if broadcast:
+            scores = rewards.sum(dim=-1)
             group_shift = group_max(scores, non_empty, group, num_groups)
             row_shift = group_shift[group]
             row_mean, row_m2 = scores - row_shift, torch.zeros_like(scores)
