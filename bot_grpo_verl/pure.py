@@ -44,12 +44,18 @@ def compute_pure_advantage(
     r"""
     Compute PURE advantages: min-form (softmin-weighted) return-to-go minus a leave-one-out baseline.
 
-    For row i with valid tokens m[i, t]:
+    For row i with valid tokens m[i, t] (L_i of them):
 
         \omega[i,t] = softmax over the valid t of (-r[i,t] / T)
         G[i,t]      = sum_{s >= t} m[i,s] \omega[i,s] r[i,s]       (G[i,0] ~ min_t r[i,t] as T -> 0)
-        b_i         = mean of G[j,0] over the other non-empty rows j of i's group (RLOO; 0 when alone)
-        A[i,t]      = m[i,t] (G[i,t] - b_i)
+        N[i,t]      = sum_{s >= t} m[i,s]                          (valid tokens still to come)
+        b_i         = sum_j G[j,0] / sum_j L_j over the other non-empty rows j of i's group: their
+                      weighted reward per token (RLOO; 0 when alone)
+        A[i,t]      = m[i,t] (G[i,t] - b_i N[i,t])
+
+    The baseline is PURE's per-token one (``--reward_baseline token`` in the authors' scripts): each
+    token's reward is compared with the others' average reward per token before the return is summed,
+    so a token's baseline covers only what is left of its response.
 
     Verifiable outcomes enter through the token rewards (the ``bot_token`` manager gives the answer's
     tokens, or every uncovered token, the outcome score). Empty rows get zero and are not in baselines.
@@ -84,14 +90,14 @@ def compute_pure_advantage(
         weights = weights.nan_to_num(0.0)  # rows without valid tokens
         weighted = weights * rewards * valid
         returns = suffix_sum(weighted) * valid
+        remaining = suffix_sum(valid.to(dtype))
         total = weighted.sum(dim=-1)
+        lengths = remaining[:, 0] if remaining.shape[1] else total
 
-        non_empty = valid.any(dim=-1).to(dtype)
-        group_total = torch.zeros(num_groups, dtype=dtype, device=rewards.device).index_add_(
-            0, group, total * non_empty
-        )
-        group_rows = torch.zeros(num_groups, dtype=dtype, device=rewards.device).index_add_(0, group, non_empty)
-        others = (group_rows[group] - 1).clamp(min=1)
-        baseline = torch.where(group_rows[group] > 1, (group_total[group] - total) / others, 0.0)
-        advantages = (returns - baseline.unsqueeze(1)) * valid
+        def per_group(values: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(num_groups, dtype=dtype, device=rewards.device).index_add_(0, group, values)
+
+        others_length = per_group(lengths)[group] - lengths
+        baseline = torch.where(others_length > 0, (per_group(total)[group] - total) / others_length.clamp(min=1), 0.0)
+        advantages = (returns - baseline.unsqueeze(1) * remaining) * valid
     return advantages, returns

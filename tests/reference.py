@@ -109,7 +109,7 @@ def reference_suffix_mean(advantages, mask):
 
 
 def reference_pure(rewards, mask, index, temperature):
-    """PURE from its definition: softmin weights, min-form return-to-go, leave-one-out baseline."""
+    """PURE from its definition: softmin weights, min-form return-to-go, leave-one-out per-token baseline."""
     rewards, mask = rewards.double().tolist(), mask.tolist()
     returns = []
     for row, row_mask in zip(rewards, mask, strict=True):
@@ -124,7 +124,9 @@ def reference_pure(rewards, mask, index, temperature):
     ]
     advantages = []
     for i, row in enumerate(returns):
-        others = [totals[j] for j in range(len(returns)) if j != i and index[j] == index[i] and any(mask[j])]
-        baseline = sum(others) / len(others) if others else 0.0
-        advantages.append([(value - baseline) if mask[i][t] else 0.0 for t, value in enumerate(row)])
+        others = [j for j in range(len(returns)) if j != i and index[j] == index[i] and any(mask[j])]
+        per_token = sum(totals[j] for j in others) / sum(sum(mask[j]) for j in others) if others else 0.0
+        advantages.append(
+            [(value - per_token * sum(mask[i][t:])) if mask[i][t] else 0.0 for t, value in enumerate(row)]
+        )
     return torch.tensor(advantages, dtype=torch.float64), torch.tensor(returns, dtype=torch.float64)

@@ -49,3 +49,16 @@ def test_verl_dispatches_pure_by_name_and_rejects_bad_options():
         compute_pure_advantage(rewards, mask, index, OmegaConf.create({"pure": {"temp": 1}}))
     with pytest.raises(ValueError, match="temperature=0 must be a positive number"):
         compute_pure_advantage(rewards, mask, index, OmegaConf.create({"pure": {"temperature": 0}}))
+
+
+def test_the_baseline_covers_only_what_is_left_of_a_response():
+    # Equal responses: every token's return equals the others' reward per token times the tokens left,
+    # so all advantages vanish (a baseline fixed per response would credit the late tokens).
+    rewards = torch.full((3, 5), 0.7)
+    advantages, returns = compute_pure_advantage(rewards, torch.ones(3, 5), np.array(["a"] * 3, dtype=object))
+    assert torch.count_nonzero(returns) == 15
+    torch.testing.assert_close(advantages, torch.zeros(3, 5), atol=1e-6, rtol=0)
+    # After a response's worst token its min-form return is ~0; the baseline it meets shrinks with it.
+    rewards = torch.tensor([[1.0, -1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    advantages, _ = compute_pure_advantage(rewards, torch.ones(2, 4), np.array(["a", "a"], dtype=object))
+    assert advantages[0, -1].abs() < advantages[0, 2].abs() < advantages[0, 1].abs()
