@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot_grpo_verl.benchmark.metrics import area_under_curve, pass_at_k, steps_to_threshold
+from bot_grpo_verl.benchmark.report import main as report_main
 from bot_grpo_verl.benchmark.report import pass_at_k_of_dump, write_report
 
 
@@ -111,3 +112,12 @@ def test_report_without_validation_dumps_has_no_pass_at_k(tmp_path):
     write_run(runs, "grpo", 0, [0.1, 0.2])
     report = write_report(runs, "ok/mean", 0.8, "grpo", tmp_path / "out", pass_at_k=(1,))
     assert "pass_at_k" not in report and not (tmp_path / "out" / "pass_at_k.png").exists()
+
+
+def test_report_command_line_with_pass_at_k(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    write_run(runs, "grpo", 0, [0.1, 0.2])
+    write_validation(runs, "grpo", 0, 2, [2, 0])
+    arguments = [str(runs), "--metric", "ok/mean", "--threshold", "0.5", "--out", str(tmp_path / "out")]
+    assert report_main([*arguments, "--pass-at-k", "1,2"]) == 0
+    assert "| grpo | 0.250 ± 0.000 | 0.417 ± 0.000 | +0.000 |" in capsys.readouterr().out
