@@ -1,6 +1,7 @@
 """The plugin through the real installed verl: dispatch, V1 path, hydra, discovery, loud failures."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -125,6 +126,7 @@ def test_a_ray_worker_process_resolves_bot_grpo():
         pid, module = ray.get(resolve_in_worker.remote(), timeout=120)
     finally:
         ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
     assert pid != os.getpid()
     assert module == "bot_grpo_verl.estimator"
 
