@@ -183,86 +183,107 @@ def compute_bot_grpo_advantage(
         device = token_level_rewards.device
         dtype = torch.promote_types(token_level_rewards.dtype, torch.float32)
         rewards = token_level_rewards.to(dtype)
+        if not rewards.numel():
+            return rewards.new_zeros(rewards.shape), rewards.new_zeros(rewards.shape)
         mask = response_mask.to(dtype)
         group, num_groups = group_ids(index, device)
         batch_size, response_length = rewards.shape
 
+        def per_group(values: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(num_groups, dtype=dtype, device=device).index_add_(0, group, values)
+
         lengths = mask.sum(dim=-1)
         non_empty = lengths > 0
+        if options.weighting == "inverse_length":
+            row_weight, row_mass = non_empty.to(dtype) / lengths.clamp(min=1), non_empty.to(dtype)
+        else:
+            row_weight, row_mass = non_empty.to(dtype), lengths
+        single = per_group(non_empty.to(dtype)) <= 1
+
+        def group_statistics(row_deviation: torch.Tensor, row_m2: torch.Tensor, group_shift: torch.Tensor):
+            """Per row, its group's mean and scale from the rows' mean deviations from ``group_shift`` and
+            their sums of squared deviations from their own means (B,), pooled with Chan's formula."""
+            group_mass = per_group(row_mass)
+            group_offset = per_group(row_mass * row_deviation) / group_mass.clamp(min=1)
+            between = row_deviation - group_offset[group]
+            group_m2 = per_group(row_weight * row_m2 + row_mass * between * between)
+            group_std = (group_m2 / (group_mass - 1).clamp(min=1)).sqrt()
+            group_mean = torch.where(single, torch.zeros_like(group_shift), group_shift + group_offset)
+            if norm_adv_by_std:
+                group_scale = torch.where(single, torch.ones_like(group_std), group_std) + options.epsilon
+            else:
+                group_scale = torch.ones_like(group_std)
+            return group_mean[group], group_scale[group]
+
+        def row_statistics(row_mean: torch.Tensor, row_m2: torch.Tensor):
+            """:func:`group_statistics` of rows given by their means, shifted by their group's largest."""
+            group_shift = group_max(row_mean, non_empty, group, num_groups)
+            return group_statistics(row_mean - group_shift[group], row_m2, group_shift)
+
         positions = torch.arange(response_length, device=device, dtype=dtype)
         # One (B, T) buffer serves every step and finally holds the advantages: on CPU a fresh large
         # allocation per step costs more than the arithmetic.
         work = torch.empty_like(rewards)
-        if options.outcome_broadcast != "always":  # the detection and the dense path need it
-            last_valid = torch.mul(mask, positions, out=work).amax(dim=-1) if response_length else lengths
-
-        if options.outcome_broadcast == "auto":
+        anchored = mask[:, 0] > 0  # rows whose first token is valid: its reward anchors the dense statistics
+        checks = []
+        if options.outcome_broadcast != "always":
             # One pass: every nonzero reward adds T + 1 + its position, so a row's total is 0 without
             # nonzeros, lies in [T + 1, 2T + 1) with exactly one (at total - T - 1), and is larger with more.
             offset = response_length + 1
             total = torch.ne(rewards, 0, out=work) @ (positions + offset)
-            one_nonzero = (total >= offset) & (total < 2 * offset)
-            broadcast = ((total == 0) | (one_nonzero & (total - offset >= last_valid))).all()
-        else:
-            broadcast = torch.tensor(options.outcome_broadcast == "always", device=device)
-        # The one host sync: bad rewards (NaN fails the comparison), and which of the two computations
-        # below the batch needs. The bound keeps every sum of squares below finite in ``dtype``.
-        low, high = torch.aminmax(rewards) if rewards.numel() else (lengths.sum(), lengths.sum())
-        bound = math.sqrt(torch.finfo(dtype).max / (8 * max(batch_size, 1) * max(response_length, 1)))
-        bound /= max(response_length, 1)
-        bounded = (low >= -bound) & (high <= bound)
-        bounded, broadcast = torch.stack([bounded, broadcast]).tolist()
+            checks.append((total < 2 * offset).all())
+            checks.append(((per_group(non_empty.to(dtype)) > 0) & (per_group(anchored.to(dtype)) == 0)).any())
+        # The one host sync: bad rewards (NaN fails the comparison), and which computation below the batch
+        # needs. The bound keeps every sum of squares below finite in ``dtype``.
+        low, high = torch.aminmax(rewards)
+        bound = math.sqrt(torch.finfo(dtype).max / (8 * batch_size * response_length)) / response_length
+        bounded, *found = torch.stack([(low >= -bound) & (high <= bound), *checks]).tolist()
         if not bounded:
             raise_non_finite(token_level_rewards, bound)
+        at_most_one_nonzero, unanchored_groups = found or (True, False)
 
-        if options.weighting == "inverse_length":
-            row_weight = non_empty.to(dtype) / lengths.clamp(min=1)
-            row_mass = non_empty.to(dtype)
-        else:
-            row_weight = non_empty.to(dtype)
-            row_mass = lengths
+        def last_valid_positions() -> torch.Tensor:
+            return torch.mul(mask, positions, out=work).amax(dim=-1)
 
-        # Statistics are taken around a shift read from each group's own rewards (its largest row score,
-        # or its largest last-token reward), so that they stay well conditioned and a group of equal
-        # rewards gives exactly zero deviations.
-        if broadcast:
+        if options.outcome_broadcast == "always":
             scores = rewards.sum(dim=-1)
-            group_shift = group_max(scores, non_empty, group, num_groups)
-            row_shift = group_shift[group]
-            row_mean, row_m2 = scores - row_shift, torch.zeros_like(scores)
+            row_mean, row_scale = row_statistics(scores, torch.zeros_like(scores))
+            advantages = torch.mul(mask, ((scores - row_mean) / row_scale).unsqueeze(1), out=work)
+        elif at_most_one_nonzero:
+            # Every row is one reward v at one position p (or none): the broadcast result and the token bag
+            # both follow from (v, m[p], L), and one write of a per-row value plus the tokens at p.
+            position = (total - offset).clamp(min=0).long().unsqueeze(1)
+            value = rewards.gather(1, position).squeeze(1)
+            value_mask = mask.gather(1, position).squeeze(1)
+            if options.outcome_broadcast == "auto":
+                broadcast = ((total == 0) | (total - offset >= last_valid_positions())).all()
+            else:
+                broadcast = torch.zeros((), dtype=torch.bool, device=device)
+            outcome_mean, outcome_scale = row_statistics(value, torch.zeros_like(value))
+            token_sum = value * value_mask
+            token_mean = token_sum / lengths.clamp(min=1)
+            bag_mean, bag_scale = row_statistics(token_mean, (value * token_sum - token_sum * token_mean).clamp(min=0))
+            row_advantage = torch.where(broadcast, (value - outcome_mean) / outcome_scale, -bag_mean / bag_scale)
+            at_position = value_mask * torch.where(broadcast, row_advantage, (value - bag_mean) / bag_scale)
+            advantages = torch.mul(mask, row_advantage.unsqueeze(1), out=work)
+            flat = torch.arange(batch_size, device=device) * response_length + position.squeeze(1)
+            advantages.view(-1).index_copy_(0, flat, at_position)
         else:
-            last_reward = rewards.gather(1, last_valid.long().unsqueeze(1)).squeeze(1) if response_length else lengths
-            group_shift = group_max(last_reward, non_empty, group, num_groups)
+            # Statistics are taken around a shift read from each group's own rewards (a valid token's), so
+            # that they stay well conditioned and a group of equal rewards gives exactly zero deviations.
+            anchor = rewards[:, 0]
+            if unanchored_groups:
+                last_reward = rewards.gather(1, last_valid_positions().long().unsqueeze(1)).squeeze(1)
+                anchor, anchored = torch.where(anchored, anchor, last_reward), non_empty
+            group_shift = group_max(anchor, anchored & non_empty, group, num_groups)
             row_shift = group_shift[group]
             centered = torch.sub(rewards, row_shift.unsqueeze(1), out=work).mul_(mask)
             dense_sum = centered.sum(dim=-1)
-            row_mean = dense_sum / lengths.clamp(min=1)
-            row_m2 = (torch.linalg.vector_norm(centered, dim=-1).square() - dense_sum * row_mean).clamp(min=0)
-
-        # Rows are pooled with Chan's parallel formula.
-        def per_group(values: torch.Tensor) -> torch.Tensor:
-            return torch.zeros(num_groups, dtype=dtype, device=device).index_add_(0, group, values)
-
-        group_mass = per_group(row_mass)
-        group_offset = per_group(row_mass * row_mean) / group_mass.clamp(min=1)
-        between = row_mean - group_offset[group]
-        group_m2 = per_group(row_weight * row_m2 + row_mass * between * between)
-        group_std = (group_m2 / (group_mass - 1).clamp(min=1)).sqrt()
-
-        single = per_group(non_empty.to(dtype)) <= 1
-        group_mean = torch.where(single, torch.zeros_like(group_shift), group_shift + group_offset)
-        if norm_adv_by_std:
-            group_scale = torch.where(single, torch.ones_like(group_std), group_std) + options.epsilon
-        else:
-            group_scale = torch.ones_like(group_std)
-
-        row_scale, row_group_mean = group_scale[group], group_mean[group]
-        if broadcast:
-            row_advantage = (scores - row_group_mean) / row_scale
-            advantages = torch.mul(mask, row_advantage.unsqueeze(1), out=work)
-        else:
+            row_deviation = dense_sum / lengths.clamp(min=1)
+            row_m2 = (torch.linalg.vector_norm(centered, dim=-1).square() - dense_sum * row_deviation).clamp(min=0)
+            row_mean, row_scale = group_statistics(row_deviation, row_m2, group_shift)
             # A = m (r - mu) / s = centered / s + m (shift - mu) / s: two in-place passes.
-            row_bias = (row_shift - row_group_mean) / row_scale
+            row_bias = (row_shift - row_mean) / row_scale
             advantages = centered.div_(row_scale.unsqueeze(1)).addcmul_(mask, row_bias.unsqueeze(1))
         if options.credit == "return_to_go":
             advantages = suffix_sum(advantages) / suffix_sum(mask).clamp(min=1) * mask

@@ -68,6 +68,39 @@ def test_dense_rewards_are_not_broadcast_in_auto_mode():
     assert not torch.allclose(auto, always)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("broadcast", ["auto", "always", "never"])
+@pytest.mark.parametrize("weighting", ["inverse_length", "uniform"])
+def test_one_reward_per_row_anywhere_matches_the_reference(seed, broadcast, weighting):
+    # At most one nonzero reward per row, at the last valid token, before it, or on a masked token
+    # (the batch-level outcome detection must then decide as the spec says).
+    generator = torch.Generator().manual_seed(seed)
+    _, mask, index = random_batch(generator, dense=False)
+    rewards = torch.zeros_like(mask)
+    rows = torch.arange(len(mask))
+    positions = torch.randint(0, mask.shape[1], (len(mask),), generator=generator)
+    rewards[rows, positions] = torch.randn(len(mask), generator=generator).round(decimals=1)
+    rewards[torch.rand(len(mask), generator=generator) < 0.2] = 0.0
+    options = algorithm_config(outcome_broadcast=broadcast, weighting=weighting)
+    advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, options)
+    expected = reference_bot_grpo(rewards, mask, index, outcome_broadcast=broadcast, weighting=weighting)
+    torch.testing.assert_close(advantages.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_rows_whose_first_token_is_masked_are_anchored_by_another_valid_token(dense):
+    # Multi-turn style: every response of a group starts with masked tokens.
+    rewards, mask, index = random_batch(torch.Generator().manual_seed(7), dense=dense, empty_rows=False)
+    mask[:, :3] = 0.0
+    rewards = rewards * mask
+    advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, algorithm_config(outcome_broadcast="never"))
+    expected = reference_bot_grpo(rewards, mask, index, outcome_broadcast="never")
+    torch.testing.assert_close(advantages.double(), expected, atol=1e-5, rtol=1e-5)
+    equal = torch.where(mask > 0, torch.full_like(rewards, 0.3), 0.0)
+    advantages, _ = compute_bot_grpo_advantage(equal, mask, index, algorithm_config(outcome_broadcast="never"))
+    assert torch.count_nonzero(advantages) == 0
+
+
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("norm_by_std", [True, False])
 @pytest.mark.parametrize("broadcast", ["auto", "always"])
