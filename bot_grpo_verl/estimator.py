@@ -220,6 +220,11 @@ def compute_bot_grpo_advantage(
             group_shift = group_max(row_mean, non_empty, group, num_groups)
             return group_statistics(row_mean - group_shift[group], row_m2, group_shift)
 
+        def outcome_advantage(scores: torch.Tensor) -> torch.Tensor:
+            """Per row (B,), the GRPO advantage of its score."""
+            row_mean, row_scale = row_statistics(scores, torch.zeros_like(scores))
+            return (scores - row_mean) / row_scale
+
         positions = torch.arange(response_length, device=device, dtype=dtype)
         # One (B, T) buffer serves every step and finally holds the advantages: on CPU a fresh large
         # allocation per step costs more than the arithmetic.
@@ -246,9 +251,7 @@ def compute_bot_grpo_advantage(
             return torch.mul(mask, positions, out=work).amax(dim=-1)
 
         if options.outcome_broadcast == "always":
-            scores = rewards.sum(dim=-1)
-            row_mean, row_scale = row_statistics(scores, torch.zeros_like(scores))
-            advantages = torch.mul(mask, ((scores - row_mean) / row_scale).unsqueeze(1), out=work)
+            advantages = torch.mul(mask, outcome_advantage(rewards.sum(dim=-1)).unsqueeze(1), out=work)
         elif at_most_one_nonzero:
             # Every row is one reward v at one position p (or none): the broadcast result and the token bag
             # both follow from (v, m[p], L), and one write of a per-row value plus the tokens at p.
@@ -259,11 +262,10 @@ def compute_bot_grpo_advantage(
                 broadcast = ((total == 0) | (total - offset >= last_valid_positions())).all()
             else:
                 broadcast = torch.zeros((), dtype=torch.bool, device=device)
-            outcome_mean, outcome_scale = row_statistics(value, torch.zeros_like(value))
             token_sum = value * value_mask
             token_mean = token_sum / lengths.clamp(min=1)
             bag_mean, bag_scale = row_statistics(token_mean, (value * token_sum - token_sum * token_mean).clamp(min=0))
-            row_advantage = torch.where(broadcast, (value - outcome_mean) / outcome_scale, -bag_mean / bag_scale)
+            row_advantage = torch.where(broadcast, outcome_advantage(value), -bag_mean / bag_scale)
             at_position = value_mask * torch.where(broadcast, row_advantage, (value - bag_mean) / bag_scale)
             advantages = torch.mul(mask, row_advantage.unsqueeze(1), out=work)
             flat = torch.arange(batch_size, device=device) * response_length + position.squeeze(1)
@@ -275,7 +277,7 @@ def compute_bot_grpo_advantage(
             if unanchored_groups:
                 last_reward = rewards.gather(1, last_valid_positions().long().unsqueeze(1)).squeeze(1)
                 anchor, anchored = torch.where(anchored, anchor, last_reward), non_empty
-            group_shift = group_max(anchor, anchored & non_empty, group, num_groups)
+            group_shift = group_max(anchor, anchored, group, num_groups)
             row_shift = group_shift[group]
             centered = torch.sub(rewards, row_shift.unsqueeze(1), out=work).mul_(mask)
             dense_sum = centered.sum(dim=-1)

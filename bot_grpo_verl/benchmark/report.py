@@ -145,16 +145,20 @@ def summarize_pass_at_k(results: dict[str, dict[int, dict[str, dict[int, float]]
     """Per algorithm and k over seeds: Pass@k before training and after the last step, and the
     difference after - baseline after; ``"before training"`` pools every run's pre-training measurement
     (one model, so its spread is the measurement's own noise)."""
+
+    def per_k(measurements: list[dict[int, float]]) -> dict[str, dict]:
+        return {str(k): _stats([measured[k] for measured in measurements]) for k in sorted(measurements[0])}
+
     summary: dict = {}
     for algorithm, seeds in results.items():
         summary[algorithm] = {
-            when: {str(k): _stats([entry[when][k] for entry in seeds.values() if when in entry]) for k in ks}
+            when: per_k(measured)
             for when in ("before", "after")
-            for ks in [sorted({k for entry in seeds.values() for k in entry.get(when, {})})]
+            if (measured := [entry[when] for entry in seeds.values() if when in entry])
         }
     pooled = [entry["before"] for seeds in results.values() for entry in seeds.values() if "before" in entry]
     if pooled:
-        summary["before training"] = {"after": {str(k): _stats([entry[k] for entry in pooled]) for k in pooled[0]}}
+        summary["before training"] = {"after": per_k(pooled)}
     base = summary.get(baseline, {}).get("after", {})
     for entry in summary.values():
         entry["after_minus_baseline"] = {
