@@ -5,15 +5,17 @@ import json
 import statistics
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
+from test_demo_assets import TINY as DEMO_TINY
 
 from bot_grpo_verl.demo import arithmetic, assets
 from bot_grpo_verl.demo.arithmetic import Problem, generate_problems
-from bot_grpo_verl.demo.assets import ARITHMETIC, DemoSettings, build_assets
+from bot_grpo_verl.demo.assets import ARITHMETIC, build_assets
 from bot_grpo_verl.token_rewards import parse_reward_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,23 +28,7 @@ PROBLEM = Problem((17, 25, 3, 40), ("+", "*", "-"))
 RESPONSE = "17 + 25 = 42\n\n42 * 3 = 126\n\n126 - 40 = 86\n\nThe answer is \\boxed{86}."
 # Character ranges of RESPONSE's four steps (each with its trailing blank line).
 RANGES = [(0, 14), (14, 28), (28, 43), (43, 68)]
-TINY = DemoSettings(
-    sft_examples=64,
-    train_prompts=12,
-    val_prompts=8,
-    vocab_size=300,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    max_position_embeddings=128,
-    sft_steps=24,
-    sft_batch_size=8,
-    sft_learning_rate=1e-2,
-    eval_samples=4,
-    max_response_tokens=24,
-)
+TINY = replace(DEMO_TINY, vocab_size=300, max_position_embeddings=128)
 
 
 def score(text, ground_truth="86", **options):

@@ -27,6 +27,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from bot_grpo_verl.demo.corpus import draw_distinct
+
 DATA_SOURCE = "arithmetic"
 OPERATIONS = ("+", "-", "*")
 MIN_OPERATIONS, MAX_OPERATIONS = 2, 4
@@ -133,19 +135,5 @@ def generate_problems(size: int, seed: int) -> list[Problem]:
 
     Raises ``ValueError`` for a negative size or when the generator cannot find enough distinct prompts.
     """
-    if size < 0:
-        raise ValueError(f"corpus size must be >= 0, got {size}")
-    rng = random.Random(seed)
     counts = range(MIN_OPERATIONS, MAX_OPERATIONS + 1)
-    problems: list[Problem] = []
-    seen: set[str] = set()
-    attempts = 0
-    while len(problems) < size:
-        attempts += 1
-        if attempts > 50 * size + 1000:
-            raise ValueError(f"could not draw {size} distinct problems (got {len(problems)}); lower the size")
-        problem = random_problem(rng, counts[len(problems) % len(counts)])
-        if problem.prompt not in seen:
-            seen.add(problem.prompt)
-            problems.append(problem)
-    return problems
+    return draw_distinct(size, seed, lambda rng, i: random_problem(rng, counts[i % len(counts)]), "problems")

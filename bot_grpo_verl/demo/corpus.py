@@ -18,6 +18,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 FENCE_OPEN = "```tsx\n"
 FENCE_CLOSE = "```"
@@ -250,24 +253,33 @@ KINDS: dict[str, Callable[[random.Random], Example]] = {
 }
 
 
+def draw_distinct(size: int, seed: int, draw: Callable[[random.Random, int], T], what: str) -> list[T]:
+    """``size`` items with distinct ``prompt`` attributes, ``draw(rng, i)`` proposing the i-th one, from
+    ``random.Random(seed)``.
+
+    Raises ``ValueError`` for a negative size or when ``draw`` cannot find enough distinct prompts.
+    """
+    if size < 0:
+        raise ValueError(f"corpus size must be >= 0, got {size}")
+    rng = random.Random(seed)
+    items: list[T] = []
+    seen: set[str] = set()
+    attempts = 0
+    while len(items) < size:
+        attempts += 1
+        if attempts > 50 * size + 1000:
+            raise ValueError(f"could not draw {size} distinct {what} (got {len(items)}); lower the size")
+        item = draw(rng, len(items))
+        if item.prompt not in seen:
+            seen.add(item.prompt)
+            items.append(item)
+    return items
+
+
 def generate_corpus(size: int, seed: int) -> list[Example]:
     """``size`` distinct examples (distinct prompts), kinds in round-robin, drawn with ``random.Random(seed)``.
 
     Raises ``ValueError`` for a negative size or when the generator cannot find enough distinct prompts.
     """
-    if size < 0:
-        raise ValueError(f"corpus size must be >= 0, got {size}")
-    rng = random.Random(seed)
     makers = list(KINDS.values())
-    examples: list[Example] = []
-    seen: set[str] = set()
-    attempts = 0
-    while len(examples) < size:
-        attempts += 1
-        if attempts > 50 * size + 1000:
-            raise ValueError(f"could not draw {size} distinct examples (got {len(examples)}); lower the size")
-        example = makers[len(examples) % len(makers)](rng)
-        if example.prompt not in seen:
-            seen.add(example.prompt)
-            examples.append(example)
-    return examples
+    return draw_distinct(size, seed, lambda rng, i: makers[i % len(makers)](rng), "examples")
