@@ -20,8 +20,10 @@ WORDS = "add the numbers and write a short answer with steps one two three four 
 REWARD_SOURCE = '''
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """Outcome: the share of the response's characters that are the letter in ground_truth; token level:
-    +1 on every occurrence of that letter (other tokens get the outcome)."""
-    spans = [(i, i + 1, 1.0) for i, character in enumerate(solution_str) if character == ground_truth]
+    the first half of the response carries +1 if the letter occurs at all, else -1 (the other tokens get
+    the outcome). Half a response always spans whole tokens, whatever a random policy samples."""
+    half = len(solution_str) // 2
+    spans = [(0, half, 1.0 if ground_truth in solution_str else -1.0)] if half else []
     return {"score": solution_str.count(ground_truth) / max(len(solution_str), 1), "spans": spans}
 '''
 
