@@ -2,10 +2,13 @@
 
 All candidates run in one process on the same batch, in alternating order, and the medians are
 compared (dense rewards against verl's grpo on the same dense batch); a plain clone of the (B, T)
-reward tensor is timed in the same rounds so that our cost can be read in memory passes. Writes the
+reward tensor is timed in the same rounds so that our cost can be read in memory passes. The whole
+measurement is repeated in ``--processes`` fresh processes, because a process's allocator state
+(whether large tensors are served from warm memory or page-faulted in afresh) changes every
+candidate's time; the report gives each ratio's median and range over the processes. Writes the
 figures (JSON) and a plot (PNG) of the ratios.
 
-    python benchmarks/estimator_speed.py --out benchmarks/results/estimator_speed.json
+    python benchmarks/estimator_speed.py --processes 5 --out benchmarks/results/estimator_speed.json
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import argparse
 import json
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,24 +67,26 @@ def measure(functions: dict, rounds: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/estimator_speed.json"))
-    parser.add_argument("--rounds", type=int, default=21)
-    parser.add_argument("--group-size", type=int, default=8)
-    args = parser.parse_args()
+RATIOS = {
+    "ratio_ours_outcome_to_grpo": "bot_grpo / verl grpo, outcome rewards",
+    "ratio_ours_dense_to_grpo": "bot_grpo / verl grpo, dense rewards",
+    "ratio_ours_outcome_to_grpo_vectorized": "bot_grpo / grpo_vectorized, outcome rewards",
+    "ours_dense_in_copies": "bot_grpo dense, in B x T copies",
+}
 
+
+def measure_sizes(rounds: int, group_size: int, label: str) -> list[dict]:
+    """One process's measurement of every size in ``SIZES``."""
     results = []
     for number, (batch, length) in enumerate(SIZES, 1):
-        print(f"[{number}/{len(SIZES)}] B={batch} T={length} ...", end=" ", flush=True)
-        medians = measure(candidates(*make_batch(batch, length, args.group_size)), args.rounds)
-        grpo, ours = medians["verl grpo"], medians["bot_grpo (outcome rewards)"]
+        print(f"{label}[{number}/{len(SIZES)}] B={batch} T={length} ...", end=" ", flush=True)
+        medians = measure(candidates(*make_batch(batch, length, group_size)), rounds)
+        ours = medians["bot_grpo (outcome rewards)"]
         row = {
             "batch": batch,
             "response_length": length,
-            "group_size": args.group_size,
             "median_seconds": medians,
-            "ratio_ours_outcome_to_grpo": ours / grpo,
+            "ratio_ours_outcome_to_grpo": ours / medians["verl grpo"],
             "ratio_ours_dense_to_grpo": medians["bot_grpo (dense rewards)"] / medians["verl grpo (dense rewards)"],
             "ratio_ours_outcome_to_grpo_vectorized": ours / medians["verl grpo_vectorized"],
             "ours_dense_in_copies": medians["bot_grpo (dense rewards)"] / medians["copy of B x T"],
@@ -90,8 +97,50 @@ def main() -> int:
             f"ours/grpo_vectorized {row['ratio_ours_outcome_to_grpo_vectorized']:.2f}, "
             f"dense = {row['ours_dense_in_copies']:.1f} copies"
         )
+    return results
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+
+def in_fresh_processes(processes: int, rounds: int, group_size: int) -> list[list[dict]]:
+    """``measure_sizes`` run once in each of ``processes`` new interpreters, one after the other."""
+    runs = []
+    with tempfile.TemporaryDirectory() as folder:
+        for number in range(1, processes + 1):
+            out = Path(folder) / f"run{number}.json"
+            command = [sys.executable, __file__, "--processes", "1", "--rounds", str(rounds)]
+            command += ["--group-size", str(group_size), "--out", str(out), "--label", f"process {number}/{processes} "]
+            subprocess.run(command, check=True)
+            runs.append(json.loads(out.read_text())["processes"][0])
+    return runs
+
+
+def summarize(runs: list[list[dict]]) -> list[dict]:
+    """Per size, each ratio's median, minimum and maximum over the processes."""
+    summary = []
+    for rows in zip(*runs, strict=True):
+        entry = {"batch": rows[0]["batch"], "response_length": rows[0]["response_length"]}
+        for key in RATIOS:
+            values = [row[key] for row in rows]
+            entry[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+        summary.append(entry)
+    return summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/estimator_speed.json"))
+    parser.add_argument("--processes", type=int, default=5, help="fresh processes that each measure every size")
+    parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--label", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.processes < 1:
+        parser.error("--processes must be at least 1")
+
+    if args.processes == 1:
+        runs = [measure_sizes(args.rounds, args.group_size, args.label)]
+    else:
+        runs = in_fresh_processes(args.processes, args.rounds, args.group_size)
+    summary = summarize(runs)
     report = {
         "machine": {
             "cpu_threads": torch.get_num_threads(),
@@ -99,36 +148,46 @@ def main() -> int:
             "torch": torch.__version__,
         },
         "rounds": args.rounds,
-        "results": results,
+        "group_size": args.group_size,
+        "summary": summary,
+        "processes": runs,
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
-    plot(results, args.out.with_suffix(".png"))
-    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    if not args.label:
+        print("median (min-max) over processes:")
+        for entry in summary:
+            cells = "; ".join(
+                f"{RATIOS[key]} {entry[key]['median']:.2f} ({entry[key]['min']:.2f}-{entry[key]['max']:.2f})"
+                for key in RATIOS
+            )
+            print(f"  B={entry['batch']} T={entry['response_length']}: {cells}")
+        plot(summary, args.out.with_suffix(".png"))
+        print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
     return 0
 
 
-def plot(results: list[dict], path: Path) -> None:
+def plot(summary: list[dict], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r['batch']}x{r['response_length']}" for r in results]
-    series = {
-        "bot_grpo outcome / verl grpo": [r["ratio_ours_outcome_to_grpo"] for r in results],
-        "bot_grpo dense / verl grpo": [r["ratio_ours_dense_to_grpo"] for r in results],
-        "bot_grpo outcome / grpo_vectorized": [r["ratio_ours_outcome_to_grpo_vectorized"] for r in results],
-    }
-    figure, axis = plt.subplots(figsize=(8, 4))
-    width = 0.8 / len(series)
-    for offset, (name, values) in enumerate(series.items()):
-        axis.bar(np.arange(len(labels)) + offset * width, values, width, label=name)
+    labels = [f"{entry['batch']}x{entry['response_length']}" for entry in summary]
+    shown = [key for key in RATIOS if key != "ours_dense_in_copies"]
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    width = 0.8 / len(shown)
+    for offset, key in enumerate(shown):
+        medians = np.array([entry[key]["median"] for entry in summary])
+        spread = np.array([[m - e[key]["min"], e[key]["max"] - m] for m, e in zip(medians, summary, strict=True)]).T
+        axis.bar(np.arange(len(labels)) + offset * width, medians, width, yerr=spread, capsize=3, label=RATIOS[key])
     axis.axhline(1.0, color="black", linewidth=0.8)
     axis.set_xticks(np.arange(len(labels)) + width, labels)
     axis.set_xlabel("batch x response length")
     axis.set_ylabel("time ratio (lower is faster)")
-    axis.set_title("bot_grpo estimator time relative to verl's estimators (medians, same run)")
-    axis.legend()
+    axis.set_title("bot_grpo estimator time relative to verl's (median and range over processes)")
+    axis.set_ylim(0, 1.5 * max(entry[key]["max"] for entry in summary for key in shown))
+    axis.legend(loc="upper left", fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
