@@ -185,9 +185,18 @@ def compute_bot_grpo_advantage(
         rewards = token_level_rewards.to(dtype)
         if not rewards.numel():
             return rewards.new_zeros(rewards.shape), rewards.new_zeros(rewards.shape)
-        mask = response_mask.to(dtype)
         group, num_groups = group_ids(index, device)
         batch_size, response_length = rewards.shape
+        positions = torch.arange(response_length, device=device, dtype=dtype)
+        # One (B, T) buffer holds the nonzero detection, then the mask in ``dtype``, then (outcome rewards)
+        # the advantages: on CPU a fresh large allocation costs more than a pass over it.
+        buffer = torch.empty_like(rewards)
+        if options.outcome_broadcast != "always":
+            # One pass: every nonzero reward adds T + 1 + its position, so a row's total is 0 without
+            # nonzeros, lies in [T + 1, 2T + 1) with exactly one (at total - T - 1), and is larger with more.
+            offset = response_length + 1
+            total = torch.ne(rewards, 0, out=buffer) @ (positions + offset)
+        mask = buffer.copy_(response_mask)
 
         def per_group(values: torch.Tensor) -> torch.Tensor:
             return torch.zeros(num_groups, dtype=dtype, device=device).index_add_(0, group, values)
@@ -225,17 +234,9 @@ def compute_bot_grpo_advantage(
             row_mean, row_scale = row_statistics(scores, torch.zeros_like(scores))
             return (scores - row_mean) / row_scale
 
-        positions = torch.arange(response_length, device=device, dtype=dtype)
-        # One (B, T) buffer serves every step and finally holds the advantages: on CPU a fresh large
-        # allocation per step costs more than the arithmetic.
-        work = torch.empty_like(rewards)
         anchored = mask[:, 0] > 0  # rows whose first token is valid: its reward anchors the dense statistics
         checks = []
         if options.outcome_broadcast != "always":
-            # One pass: every nonzero reward adds T + 1 + its position, so a row's total is 0 without
-            # nonzeros, lies in [T + 1, 2T + 1) with exactly one (at total - T - 1), and is larger with more.
-            offset = response_length + 1
-            total = torch.ne(rewards, 0, out=work) @ (positions + offset)
             checks.append((total < 2 * offset).all())
             checks.append(((per_group(non_empty.to(dtype)) > 0) & (per_group(anchored.to(dtype)) == 0)).any())
         # The one host sync: bad rewards (NaN fails the comparison), and which computation below the batch
@@ -248,10 +249,15 @@ def compute_bot_grpo_advantage(
         at_most_one_nonzero, unanchored_groups = found or (True, False)
 
         def last_valid_positions() -> torch.Tensor:
-            return torch.mul(mask, positions, out=work).amax(dim=-1)
+            # In the mask's own buffer: m (t + 1) / (t + 1) gives a 0/1 mask back exactly.
+            last = mask.mul_(positions + 1).amax(dim=-1) - 1
+            mask.div_(positions + 1)
+            return last.clamp(min=0)
 
+        # Outcome rewards overwrite the mask with the advantages, unless ``return_to_go`` still needs it.
+        output = mask if options.credit == "token" else None
         if options.outcome_broadcast == "always":
-            advantages = torch.mul(mask, outcome_advantage(rewards.sum(dim=-1)).unsqueeze(1), out=work)
+            advantages = torch.mul(mask, outcome_advantage(rewards.sum(dim=-1)).unsqueeze(1), out=output)
         elif at_most_one_nonzero:
             # Every row is one reward v at one position p (or none): the broadcast result and the token bag
             # both follow from (v, m[p], L), and one write of a per-row value plus the tokens at p.
@@ -267,7 +273,7 @@ def compute_bot_grpo_advantage(
             bag_mean, bag_scale = row_statistics(token_mean, (value * token_sum - token_sum * token_mean).clamp(min=0))
             row_advantage = torch.where(broadcast, outcome_advantage(value), -bag_mean / bag_scale)
             at_position = value_mask * torch.where(broadcast, row_advantage, (value - bag_mean) / bag_scale)
-            advantages = torch.mul(mask, row_advantage.unsqueeze(1), out=work)
+            advantages = torch.mul(mask, row_advantage.unsqueeze(1), out=output)
             flat = torch.arange(batch_size, device=device) * response_length + position.squeeze(1)
             advantages.view(-1).index_copy_(0, flat, at_position)
         else:
@@ -279,7 +285,7 @@ def compute_bot_grpo_advantage(
                 anchor, anchored = torch.where(anchored, anchor, last_reward), non_empty
             group_shift = group_max(anchor, anchored, group, num_groups)
             row_shift = group_shift[group]
-            centered = torch.sub(rewards, row_shift.unsqueeze(1), out=work).mul_(mask)
+            centered = torch.sub(rewards, row_shift.unsqueeze(1)).mul_(mask)
             dense_sum = centered.sum(dim=-1)
             row_deviation = dense_sum / lengths.clamp(min=1)
             row_m2 = (torch.linalg.vector_norm(centered, dim=-1).square() - dense_sum * row_deviation).clamp(min=0)
