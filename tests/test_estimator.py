@@ -68,12 +68,9 @@ def test_dense_rewards_are_not_broadcast_in_auto_mode():
     assert not torch.allclose(auto, always)
 
 
-@pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("broadcast", ["auto", "always", "never"])
-@pytest.mark.parametrize("weighting", ["inverse_length", "uniform"])
-def test_one_reward_per_row_anywhere_matches_the_reference(seed, broadcast, weighting):
-    # At most one nonzero reward per row, at the last valid token, before it, or on a masked token
-    # (the batch-level outcome detection must then decide as the spec says).
+def one_reward_per_row_batch(seed):
+    """At most one nonzero reward per row, at the last valid token, before it, or on a masked token (the
+    batch-level outcome detection must then decide as the spec says); masked gaps and empty rows."""
     generator = torch.Generator().manual_seed(seed)
     _, mask, index = random_batch(generator, dense=False)
     rewards = torch.zeros_like(mask)
@@ -81,6 +78,14 @@ def test_one_reward_per_row_anywhere_matches_the_reference(seed, broadcast, weig
     positions = torch.randint(0, mask.shape[1], (len(mask),), generator=generator)
     rewards[rows, positions] = torch.randn(len(mask), generator=generator).round(decimals=1)
     rewards[torch.rand(len(mask), generator=generator) < 0.2] = 0.0
+    return rewards, mask, index
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("broadcast", ["auto", "always", "never"])
+@pytest.mark.parametrize("weighting", ["inverse_length", "uniform"])
+def test_one_reward_per_row_anywhere_matches_the_reference(seed, broadcast, weighting):
+    rewards, mask, index = one_reward_per_row_batch(seed)
     options = algorithm_config(outcome_broadcast=broadcast, weighting=weighting)
     advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, options)
     expected = reference_bot_grpo(rewards, mask, index, outcome_broadcast=broadcast, weighting=weighting)
@@ -324,6 +329,17 @@ def test_return_to_go_credit_is_the_suffix_mean_of_token_advantages(seed):
     rewards, mask, index = random_batch(torch.Generator().manual_seed(seed))
     advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, algorithm_config(credit="return_to_go"))
     expected = reference_suffix_mean(reference_bot_grpo(rewards, mask, index), mask)
+    torch.testing.assert_close(advantages.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("broadcast", ["auto", "never"])
+def test_return_to_go_credit_on_one_reward_per_row(seed, broadcast):
+    # The outcome computation writes its advantages over the mask unless return_to_go still needs it.
+    rewards, mask, index = one_reward_per_row_batch(seed)
+    options = algorithm_config(outcome_broadcast=broadcast, credit="return_to_go")
+    advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, options)
+    expected = reference_suffix_mean(reference_bot_grpo(rewards, mask, index, outcome_broadcast=broadcast), mask)
     torch.testing.assert_close(advantages.double(), expected, atol=1e-5, rtol=1e-5)
 
 
