@@ -207,7 +207,8 @@ def compute_bot_grpo_advantage(
             row_weight, row_mass = non_empty.to(dtype) / lengths.clamp(min=1), non_empty.to(dtype)
         else:
             row_weight, row_mass = non_empty.to(dtype), lengths
-        single = per_group(non_empty.to(dtype)) <= 1
+        group_rows = per_group(non_empty.to(dtype))
+        single = group_rows <= 1
 
         def group_statistics(row_deviation: torch.Tensor, row_m2: torch.Tensor, group_shift: torch.Tensor):
             """Per row, its group's mean and scale from the rows' mean deviations from ``group_shift`` and
@@ -238,7 +239,7 @@ def compute_bot_grpo_advantage(
         checks = []
         if options.outcome_broadcast != "always":
             checks.append((total < 2 * offset).all())
-            checks.append(((per_group(non_empty.to(dtype)) > 0) & (per_group(anchored.to(dtype)) == 0)).any())
+            checks.append(((group_rows > 0) & (per_group(anchored.to(dtype)) == 0)).any())
         # The one host sync: bad rewards (NaN fails the comparison), and which computation below the batch
         # needs. The bound keeps every sum of squares below finite in ``dtype``.
         low, high = torch.aminmax(rewards)
@@ -250,8 +251,9 @@ def compute_bot_grpo_advantage(
 
         def last_valid_positions() -> torch.Tensor:
             # In the mask's own buffer: m (t + 1) / (t + 1) gives a 0/1 mask back exactly.
-            last = mask.mul_(positions + 1).amax(dim=-1) - 1
-            mask.div_(positions + 1)
+            ranks = positions + 1
+            last = mask.mul_(ranks).amax(dim=-1) - 1
+            mask.div_(ranks)
             return last.clamp(min=0)
 
         # Outcome rewards overwrite the mask with the advantages, unless ``return_to_go`` still needs it.

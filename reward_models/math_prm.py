@@ -44,7 +44,6 @@ from reward_models.prm import (  # noqa: E402
 )
 
 MISSING_GROUND_TRUTH = ("error", "process_only")
-# Arguments verl itself adds to a custom reward function's call; accepted and not used.
 # A final answer longer than this is not handed to math-verify (parsing cost) and counts as unparseable.
 MAX_ANSWER_CHARS = 1000
 # math-verify's timeouts use signal.alarm, which works in the main thread only.

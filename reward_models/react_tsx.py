@@ -105,7 +105,6 @@ CODE_LANGUAGES = ("tsx", "jsx", "typescript", "ts", "javascript", "js", "")
 LEVELS = ("syntax", "types")
 REGIONS = ("token", "line", "element")
 BLOCK_CHOICES = ("all", "last")
-# Keys verl itself may pass to a custom reward function (reward loop with a reward router).
 STARTUP_TIMEOUT = 60.0
 
 Span = tuple[int, int, float]
