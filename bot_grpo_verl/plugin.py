@@ -13,7 +13,8 @@ from bot_grpo_verl import ESTIMATOR_NAME
 
 
 def register() -> None:
-    """Register the ``bot_grpo`` estimator and the ``bot_token`` reward manager, and adapt verl's internals."""
+    """Register the ``bot_grpo`` and ``pure`` estimators, the same-information baselines
+    (:mod:`bot_grpo_verl.baselines`) and the ``bot_token`` reward manager, and adapt verl's internals."""
     from bot_grpo_verl.cpu import activate as activate_cpu_mode
     from bot_grpo_verl.verl_compat import apply_adapters, check_verl_version
 
@@ -22,12 +23,15 @@ def register() -> None:
     from verl.trainer.ppo.core_algos import register_adv_est
 
     import bot_grpo_verl.reward_manager  # noqa: F401  (registers the bot_token reward manager)
+    from bot_grpo_verl.baselines import ESTIMATORS as BASELINES
     from bot_grpo_verl.estimator import compute_bot_grpo_advantage
     from bot_grpo_verl.pure import compute_pure_advantage
 
     # verl's registry accepts the same function again and refuses a different one under our names.
     register_adv_est(ESTIMATOR_NAME)(compute_bot_grpo_advantage)
     register_adv_est("pure")(compute_pure_advantage)
+    for name, estimator in BASELINES.items():
+        register_adv_est(name)(estimator)
     apply_adapters()
 
 
