@@ -105,7 +105,7 @@ def check_settings(runs: Runs, where: Path) -> None:
     if len(groups) > 1:
         described = "\n".join(
             f"  {names[0]} and {len(names) - 1} more: {steps} steps, validations at steps {list(validations)}, "
-            f"(split, problems, samples) {sorted({shape[:3] for shape in shapes})}"
+            f"(split, problems, samples) {list(shapes)}"
             for (steps, validations, shapes), names in groups.items()
         )
         raise ValueError(f"{where}: runs with mixed settings cannot be compared; rerun them alike:\n{described}")
@@ -113,15 +113,15 @@ def check_settings(runs: Runs, where: Path) -> None:
 
 def held_out_counts(by_seed: dict[int, dict], split: str) -> tuple[np.ndarray, np.ndarray]:
     """Validation steps (V,) and ``[n, c]`` per seed, validation and problem (S, V, P, 2), seeds ascending."""
-    steps = sorted(next(iter(by_seed.values()))["held_out"], key=int)
+    first = next(iter(by_seed.values()))
+    steps = sorted(first["held_out"], key=int)
     lacking = sorted(
         seed for seed, summary in by_seed.items() if any(split not in summary["held_out"][step] for step in steps)
     )
-    if lacking:
-        first = next(iter(by_seed.values()))
+    if lacking or not steps:
         raise ValueError(
-            f"{first['cell']} lr {lr_name(first['lr'])} seed(s) {lacking} have no {split!r} validation at some step: "
-            f"run them with --validate {split}"
+            f"{first['cell']} lr {lr_name(first['lr'])} seed(s) {lacking or sorted(by_seed)} have no {split!r} "
+            f"validation at some step: run them with --validate {split}"
         )
     counts = [[by_seed[seed]["held_out"][step][split] for step in steps] for seed in sorted(by_seed)]
     return np.array(steps, dtype=float), np.array(counts, dtype=float)

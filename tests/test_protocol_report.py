@@ -261,6 +261,8 @@ def test_final_report_lists_cells_not_run_and_refuses_cells_without_a_learning_r
         report.final_report(runs, {}, boot=10)
     with pytest.raises(ValueError, match="baseline 'dapo'"):
         report.final_report(runs, chosen, baseline="dapo", boot=10)
+    with pytest.raises(ValueError, match="--validate test"):
+        report.final_report(runs_of(summary("grpo", 1e-4, 0, {"val": level([2, 3, 4])})), chosen, boot=10)
     with pytest.raises(ValueError, match="several learning rates"):
         report.single_lrs(runs_of(*(summary("grpo", lr, 0, {"test": level([2, 3, 4])}) for lr in (1e-5, 1e-4))))
 
