@@ -1,31 +1,65 @@
-"""Run a matrix of algorithms x seeds of a CPU task through verl's real trainer, then report on it.
+"""Run a matrix of algorithms x learning rates x seeds of a CPU task through verl's real trainer.
 
 Every run is ``python -m verl.trainer.main_ppo`` with the same base settings (the CPU demo's model, data,
-batch, rollouts per prompt, lr and steps: :func:`bot_grpo_verl.demo.run.base_overrides`) and the
-algorithm's own keys from the recipes' one table (:data:`recipes.algorithms.ALGORITHMS`). A finished run
-leaves ``DONE`` in its folder and is skipped next time, so an interrupted matrix resumes where it
-stopped. The report (``bot_grpo_verl.benchmark.report``) then writes JSON, a markdown table and curves.
+batch, rollouts per prompt and steps: :func:`bot_grpo_verl.demo.run.base_overrides`), its own actor learning
+rate, and the algorithm's own keys from the recipes' one table (:data:`recipes.algorithms.ALGORITHMS`).
+On the arithmetic tasks a run validates on held-out problems before training and every ``--test-freq``
+steps: the validation split (choosing settings) and/or the disjoint test split (reporting), ``--val-n``
+temperature-1 samples per problem. A finished run leaves ``DONE`` in its folder and is skipped next time,
+and its small summary (training curves, per-problem validation counts) is written to
+``<results>/<task>/runs/`` at once (``--commit`` also commits it), so a matrix resumes after any
+interruption, on another machine too. The protocol and its report: benchmarks/PROTOCOL.md.
 
-    python benchmarks/matrix.py --task react --seeds 0,1,2 --steps 20 \\
+    python benchmarks/matrix.py --task arith --algorithms grpo,bot_grpo --lrs 3e-5,1e-4 --seeds 0,1 \
+        --steps 32 --validate val --results benchmarks/results/protocol/sweep --commit
+    python benchmarks/matrix.py --task react --seeds 0,1,2 --steps 20 --validate none \
         --algorithms grpo,dr_grpo,dapo,gspo,pure,bot_grpo --runs runs/matrix --out benchmarks/results
-    python benchmarks/matrix.py --task arith --algorithms grpo,bot_grpo,bot_grpo@noisy,bot_grpo@unbounded
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the recipes' table
 
 from bot_grpo_verl.benchmark.report import write_report  # noqa: E402
-from bot_grpo_verl.demo.assets import ARITHMETIC, ARITHMETIC_STEPS, REACT, REACT_TSX, Task, build_assets  # noqa: E402
-from bot_grpo_verl.demo.run import MAX_RESPONSE_LENGTH, base_overrides, run_verl  # noqa: E402
+from bot_grpo_verl.demo.assets import (  # noqa: E402
+    ARITHMETIC,
+    ARITHMETIC_HARD,
+    ARITHMETIC_STEPS,
+    REACT,
+    REACT_TSX,
+    Task,
+    build_assets,
+)
+from bot_grpo_verl.demo.run import MAX_RESPONSE_LENGTH, base_overrides, read_metrics, run_verl  # noqa: E402
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides  # noqa: E402
+
+SPLITS = ("val", "test")
+# Training metrics kept in a run's summary (verl's names); the validation counts are kept per problem.
+TRAIN_METRICS = (
+    "reward_extra/acc/mean",
+    "reward_extra/compiled/mean",
+    "reward_extra/steps_correct/mean",
+    "reward_extra/token_reward_mean/mean",
+    "critic/advantages/max",
+    "critic/advantages/min",
+    "actor/entropy",
+    "actor/pg_clipfrac",
+    "actor/ppo_kl",
+    "actor/grad_norm",
+    "response_length/mean",
+    "timing_s/step",
+)
 
 
 @dataclass(frozen=True)
@@ -35,13 +69,12 @@ class CpuTask:
     Attributes:
         assets: the demo assets' task (``bot_grpo_verl.demo.assets``).
         reward: the token-level reward function file.
-        metric: the success curve's key in verl's metrics.
+        metric: the success curve's key in verl's metrics (training rollouts).
         threshold: the success level whose first step is compared across algorithms.
         variants: named ``reward_kwargs`` sets; a cell ``ALGORITHM@VARIANT`` runs the algorithm on that
             variant of the reward (``""``: the clean default), for the stability study.
-        pass_at_k: the budgets k of the unbiased Pass@k on the held-out val prompts, measured before
-            training and after the last step from ``max(pass_at_k)`` temperature-1 samples per prompt
-            (verl's validation, dumped to ``<run>/validation/<step>.jsonl``); empty: no validation.
+        held_out: whether runs can validate on the held-out val and test problems (verl's validation,
+            dumped to ``<run>/validation/<step>.jsonl``, scored by the reward's ``acc``).
     """
 
     assets: Task
@@ -49,22 +82,36 @@ class CpuTask:
     metric: str
     threshold: float
     variants: dict[str, tuple[tuple[str, str], ...]]
-    pass_at_k: tuple[int, ...] = ()
+    held_out: bool = False
 
 
+# The stability study's variants: the exact step verifier's clean, bounded rewards against the same rewards
+# with Gaussian noise (std 1, the size of a step value) or scaled by 10 without bounds.
+ARITHMETIC_VARIANTS = {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("scale", "10.0"),)}
 TASKS = {
     "react": CpuTask(REACT, REACT_TSX, "reward_extra/compiled/mean", 0.8, {"": ()}),
-    # The stability study: the exact step verifier's clean, bounded rewards against the same rewards
-    # with Gaussian noise (std 1, the size of a step value) or scaled by 10 without bounds.
-    "arith": CpuTask(
-        ARITHMETIC,
-        ARITHMETIC_STEPS,
-        "reward_extra/acc/mean",
-        0.6,
-        {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("scale", "10.0"),)},
-        pass_at_k=(1, 2, 4, 8),
-    ),
+    "arith": CpuTask(ARITHMETIC, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.6, ARITHMETIC_VARIANTS, True),
+    "arith_hard": CpuTask(ARITHMETIC_HARD, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.3, ARITHMETIC_VARIANTS, True),
 }
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Held-out validation of a run.
+
+    Attributes:
+        splits: which held-out splits to sample (``"val"``, ``"test"``), in one verl validation.
+        every: validate before training and every this many steps (and after the last one).
+        samples: temperature-1 samples per problem (the n of Pass@k).
+    """
+
+    splits: tuple[str, ...] = ("val", "test")
+    every: int = 4
+    samples: int = 8
+
+    def __post_init__(self):
+        if not set(self.splits) <= set(SPLITS) or self.every < 1 or self.samples < 1:
+            raise ValueError(f"splits must be among {SPLITS}, every and samples >= 1: {self}")
 
 
 def merge_presets(overrides: list[str]) -> list[str]:
@@ -75,61 +122,171 @@ def merge_presets(overrides: list[str]) -> list[str]:
     return [f"+preset=[{','.join(dict.fromkeys(names))}]", *rest]
 
 
-def validation_overrides(task: CpuTask, steps: int, out: Path) -> list[str]:
-    """Validate before training and after the last step with enough samples per prompt for Pass@k
-    (these come after the base settings, which turn validation off, and so win)."""
-    if not task.pass_at_k:
+def validation_overrides(assets, validation: Validation | None, out: Path) -> list[str]:
+    """Validate before training and every ``validation.every`` steps on the chosen held-out splits (these
+    come after the base settings, which turn validation off, and so win)."""
+    if validation is None:
         return []
+    files = ",".join(str(getattr(assets, f"{split}_parquet")) for split in validation.splits)
     return [
+        f"data.val_files=[{files}]",
         "trainer.val_before_train=true",
-        f"trainer.test_freq={steps}",
+        f"trainer.test_freq={validation.every}",
         f"trainer.validation_data_dir={out / 'validation'}",
-        f"actor_rollout_ref.rollout.val_kwargs.n={max(task.pass_at_k)}",
+        f"actor_rollout_ref.rollout.val_kwargs.n={validation.samples}",
         "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
     ]
 
 
-def run_overrides(task: CpuTask, assets, cell: str, seed: int, steps: int, out: Path) -> list[str]:
-    """Everything one run sets: CPU preset and base settings, validation, the reward (variant) as the
-    algorithm consumes it, the algorithm's keys, and the run's name. ``cell`` is ``ALGORITHM`` or
-    ``ALGORITHM@VARIANT``."""
+def run_overrides(
+    task: CpuTask,
+    assets,
+    cell: str,
+    seed: int,
+    steps: int,
+    out: Path,
+    lr: float | None = None,
+    validation: Validation | None = None,
+) -> list[str]:
+    """Everything one run sets: CPU preset and base settings, the learning rate, validation, the reward
+    (variant) as the algorithm consumes it, the algorithm's keys, and the run's name. ``cell`` is
+    ``ALGORITHM`` or ``ALGORITHM@VARIANT``; ``lr`` None keeps the base settings' learning rate."""
     algorithm, _, variant = cell.partition("@")
     return merge_presets(
         [
             "+preset=cpu",
             *base_overrides(assets, steps, out, seed),
-            *validation_overrides(task, steps, out),
+            *([f"actor_rollout_ref.actor.optim.lr={lr}"] if lr is not None else []),
+            *validation_overrides(assets, validation, out),
             *reward_function_overrides(task.reward, task.variants[variant], ALGORITHMS[algorithm].reward),
             *algorithm_keys(algorithm, MAX_RESPONSE_LENGTH),
-            f"trainer.experiment_name={cell}-seed{seed}",
+            f"trainer.experiment_name={cell}-seed{seed}" + (f"-lr{lr:g}" if lr is not None else ""),
         ]
     )
 
 
-def run_matrix(task_name: str, algorithms: list[str], seeds: list[int], steps: int, runs: Path, cache: Path) -> None:
+def problem_index(assets, splits: tuple[str, ...]) -> dict[str, tuple[str, int]]:
+    """``{prompt text: (split, row)}`` of the held-out parquet files."""
+    index = {}
+    for split in splits:
+        frame = pd.read_parquet(getattr(assets, f"{split}_parquet"))
+        for row, prompt in enumerate(frame.prompt):
+            index[prompt[0]["content"]] = (split, row)
+    return index
+
+
+def held_out_counts(dump: Path, problems: dict[str, tuple[str, int]]) -> dict[str, list[list[int]]]:
+    """Per split, ``[n, c]`` per problem row (samples and correct ones, ``acc > 0.5``) of one validation dump.
+
+    A dump's ``input`` is the prompt as the policy saw it (chat template included): a row belongs to the
+    problem whose text it contains (the longest, should one text contain another).
+    """
+    by_length = sorted(problems, key=len, reverse=True)
+    sizes = {split: 1 + max(row for s, row in problems.values() if s == split) for split, _ in problems.values()}
+    counts = {split: [[0, 0] for _ in range(size)] for split, size in sizes.items()}
+    owner: dict[str, tuple[str, int]] = {}
+    for line in dump.read_text().splitlines():
+        if not line.strip():
+            continue
+        sample = json.loads(line)
+        text = sample["input"]
+        if text not in owner:
+            match = next((prompt for prompt in by_length if prompt in text), None)
+            if match is None:
+                raise ValueError(f"{dump}: a validation prompt matches no held-out problem: {text[:80]!r}")
+            owner[text] = problems[match]
+        split, row = owner[text]
+        counts[split][row][0] += 1
+        counts[split][row][1] += int(float(sample["acc"]) > 0.5)
+    return counts
+
+
+def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: int, problems) -> dict:
+    """The small, committed record of one finished run: its settings, training curves and held-out counts."""
+    rows = read_metrics(out / "metrics.jsonl")
+    dumps = sorted((out / "validation").glob("*.jsonl"), key=lambda path: int(path.stem)) if problems else []
+    return {
+        "task": task_name,
+        "cell": cell,
+        "lr": lr,
+        "seed": seed,
+        "steps": len(rows),
+        "wall_seconds": float((out / "DONE").read_text().split()[0]) if (out / "DONE").exists() else None,
+        "train": {key: [row.get(key) for row in rows] for key in TRAIN_METRICS if any(key in row for row in rows)},
+        "held_out": {dump.stem: held_out_counts(dump, problems) for dump in dumps},
+    }
+
+
+def commit(path: Path, message: str, attempts: int = 10) -> None:
+    """Commit ``path`` alone (other staged or changed files stay as they are); retries while git is busy."""
+    for _ in range(attempts):
+        added = subprocess.run(["git", "-C", str(REPO), "add", str(path)], capture_output=True, text=True)
+        done = added.returncode == 0 and subprocess.run(
+            ["git", "-C", str(REPO), "commit", "-q", "-m", message, "--", str(path)], capture_output=True, text=True
+        ).returncode == 0
+        if done:
+            return
+        time.sleep(3)
+    print(f"warning: could not commit {path}; commit it by hand", flush=True)
+
+
+def run_folder(runs: Path, task_name: str, cell: str, lr: float | None, seed: int) -> Path:
+    """``<runs>/<task>/<cell>[/lr<lr>]/seed<k>`` (no lr: the layout ``bot_grpo_verl.benchmark.report`` reads)."""
+    return runs / task_name / cell / (f"lr{lr:g}" if lr is not None else "") / f"seed{seed}"
+
+
+def run_matrix(
+    task_name: str,
+    cells: list[str],
+    lrs: list[float | None],
+    seeds: list[int],
+    steps: int,
+    runs: Path,
+    cache: Path,
+    validation: Validation | None,
+    results: Path | None,
+    commit_results: bool,
+) -> None:
     task = TASKS[task_name]
-    unknown = sorted(cell for cell in algorithms if cell.partition("@")[0] not in ALGORITHMS)
-    unknown += sorted(cell for cell in algorithms if cell.partition("@")[2] not in task.variants)
+    unknown = sorted(cell for cell in cells if cell.partition("@")[0] not in ALGORITHMS)
+    unknown += sorted(cell for cell in cells if cell.partition("@")[2] not in task.variants)
     if unknown:
         raise ValueError(
             f"unknown algorithm(s) or variant(s) {unknown}; algorithms: {sorted(ALGORITHMS)}, "
             f"variants of {task_name}: {sorted(task.variants)}"
         )
+    if validation is not None and not task.held_out:
+        raise ValueError(f"task {task_name} has no held-out problems to validate on; use --validate none")
     assets = build_assets(cache, task=task.assets)
-    cells = [(algorithm, seed) for seed in seeds for algorithm in algorithms]
-    for number, (algorithm, seed) in enumerate(cells, 1):
-        out = runs / task_name / algorithm / f"seed{seed}"
-        if (out / "DONE").exists():
-            print(f"[{number}/{len(cells)}] {algorithm} seed {seed}: done before, skipped", flush=True)
+    problems = problem_index(assets, validation.splits) if validation else {}
+    plan = [(cell, lr, seed) for seed in seeds for lr in lrs for cell in cells]
+    for number, (cell, lr, seed) in enumerate(plan, 1):
+        out = run_folder(runs, task_name, cell, lr, seed)
+        name = f"[{number}/{len(plan)}] {cell} lr {lr if lr is not None else 'base'} seed {seed}"
+        lr_name = f"{lr:g}" if lr is not None else "base"
+        summary_path = results / task_name / "runs" / f"{cell}__lr{lr_name}__seed{seed}.json" if results else None
+        if (out / "DONE").exists() or (summary_path and summary_path.exists()):
+            print(f"{name}: done before, skipped", flush=True)
             continue
-        print(f"[{number}/{len(cells)}] {algorithm} seed {seed}: {steps} steps -> {out}", flush=True)
+        print(f"{name}: {steps} steps -> {out}", flush=True)
         started = time.monotonic()
         try:
-            run_verl(run_overrides(task, assets, algorithm, seed, steps, out), out, steps)
+            run_verl(run_overrides(task, assets, cell, seed, steps, out, lr, validation), out, steps)
         except RuntimeError as error:
-            print(f"[{number}/{len(cells)}] {algorithm} seed {seed}: FAILED\n{error}", flush=True)
+            print(f"{name}: FAILED\n{error}", flush=True)
             continue
         (out / "DONE").write_text(f"{time.monotonic() - started:.0f} s\n")
+        if summary_path:
+            summary_path.parent.mkdir(parents=True, exist_ok=True)
+            summary_path.write_text(json.dumps(run_summary(out, task_name, cell, lr, seed, problems)) + "\n")
+            if commit_results:
+                commit(summary_path, f"benchmark run: {task_name} {cell} lr {lr_name} seed {seed}")
+
+
+def parse_validation(text: str, every: int, samples: int) -> Validation | None:
+    """``--validate``: ``none``, or held-out splits joined by ``+`` (``val``, ``test``, ``val+test``)."""
+    return None if text == "none" else Validation(tuple(text.split("+")), every, samples)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,21 +294,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", choices=sorted(TASKS), default="react")
     parser.add_argument("--algorithms", default="grpo,dr_grpo,dapo,gspo,pure,bot_grpo")
     parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--lrs", default="", help="actor learning rates, e.g. 1e-5,3e-5,1e-4 (default: the base 1e-4)")
     parser.add_argument("--steps", type=int, default=25)
+    parser.add_argument("--validate", default="none", help="none, val, test or val+test (arithmetic tasks)")
+    parser.add_argument("--test-freq", type=int, default=4, help="validate every this many steps")
+    parser.add_argument("--val-n", type=int, default=8, help="samples per held-out problem")
     parser.add_argument("--runs", type=Path, default=Path("runs/matrix"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"))
+    parser.add_argument("--results", type=Path, help="write each finished run's summary under RESULTS/<task>/runs/")
+    parser.add_argument("--commit", action="store_true", help="commit each run summary as soon as it is written")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--baseline", default="grpo", help="the cell the report compares every other one with")
     parser.add_argument("--report-only", action="store_true", help="only write the report of finished runs")
+    parser.add_argument("--no-report", action="store_true", help="run only; the protocol has its own report")
     args = parser.parse_args(argv)
 
     task = TASKS[args.task]
     if not args.report_only:
+        lrs = [float(lr) for lr in args.lrs.split(",")] if args.lrs else [None]
         seeds = [int(seed) for seed in args.seeds.split(",")]
-        run_matrix(args.task, args.algorithms.split(","), seeds, args.steps, args.runs.resolve(), args.cache_dir)
-    write_report(
-        args.runs / args.task, task.metric, task.threshold, args.baseline, args.out / args.task, task.pass_at_k
-    )
+        validation = parse_validation(args.validate, args.test_freq, args.val_n)
+        run_matrix(
+            args.task,
+            args.algorithms.split(","),
+            lrs,
+            seeds,
+            args.steps,
+            args.runs.resolve(),
+            args.cache_dir,
+            validation,
+            args.results,
+            args.commit,
+        )
+    if args.no_report:
+        return 0
+    write_report(args.runs / args.task, task.metric, task.threshold, args.baseline, args.out / args.task)
     print((args.out / args.task / "summary.md").read_text())
     return 0
 

@@ -27,6 +27,7 @@ from bot_grpo_verl.options import options_from_config
 from bot_grpo_verl.token_rewards import parse_reward_result
 
 REWARD_MANAGER_NAME = "bot_token"
+PLACEMENTS = ("spread", "step_end")
 
 
 class TokenRewardScore(float):
@@ -60,10 +61,16 @@ class TokenRewardConfig:
         outcome_weight (`float`, *optional*, defaults to `0.0`):
             Mixes the outcome score into every token: ``r_t <- (1 - w) r_t + w * score``. ``0`` keeps
             the token rewards, ``1`` gives every token the outcome (GRPO through ``bot_grpo``).
+        placement (`str`, *optional*, defaults to `"spread"`):
+            Where a span's value goes. `"spread"`: on every token the span covers (what ``bot_grpo`` and
+            ``pure`` consume). `"step_end"`: on the last token the span covers only, every other token
+            gets 0 (the uncovered last token gets the outcome score): the step rewards of process-supervised
+            GRPO (``ps_grpo``, DeepSeekMath arXiv:2402.03300, section 4.1.3). Takes no `outcome_weight`.
     """
 
     clip_range: tuple[float, float] | None = None
     outcome_weight: float = 0.0
+    placement: str = "spread"
 
     def __post_init__(self):
         if self.clip_range is not None:
@@ -78,6 +85,10 @@ class TokenRewardConfig:
             object.__setattr__(self, "clip_range", (float(self.clip_range[0]), float(self.clip_range[1])))
         if not 0.0 <= self.outcome_weight <= 1.0:
             raise ValueError(f"reward.bot_token.outcome_weight must be in [0, 1], got {self.outcome_weight}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"reward.bot_token.placement={self.placement!r} is not one of {list(PLACEMENTS)}")
+        if self.placement == "step_end" and self.outcome_weight:
+            raise ValueError("reward.bot_token.placement=step_end takes no outcome_weight (it would fill every token)")
 
     @classmethod
     def from_reward_config(cls, reward_config: Mapping | None) -> TokenRewardConfig:
@@ -107,6 +118,8 @@ def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardCon
             raise ValueError(f"'token_rewards' has {len(parsed.token_rewards)} values for {length} response tokens")
         rewards = np.asarray(parsed.token_rewards, dtype=np.float64)
         covered = np.ones(length, dtype=bool)
+    elif parsed.spans and options.placement == "step_end":
+        rewards, covered = step_end_rewards(ranges, parsed.spans, parsed.score, len(text))
     elif parsed.spans:
         rewards = token_values_from_spans(ranges, parsed.spans, np.nan, len(text))
         covered = ~np.isnan(rewards)
@@ -126,6 +139,27 @@ def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardCon
         "span_coverage": float(covered.mean()) if length else 0.0,
     }
     return rewards, info
+
+
+def step_end_rewards(ranges: np.ndarray, spans, score: float, text_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each span's value on the last token assigned to it (tokens assigned as by ``token_values_from_spans``;
+    a span with no token gives nothing), 0 on every other token, and ``score`` on the last token if no span
+    covers it.
+
+    Returns:
+        rewards: float64, shape (L,); covered: bool, shape (L,), the tokens assigned to a span.
+    """
+    ordinals = [(start, end, k) for k, (start, end, _) in enumerate(spans)]
+    owner = token_values_from_spans(ranges, ordinals, -1, text_length).astype(np.int64)
+    covered = owner >= 0
+    last_token = np.full(len(spans), -1)
+    np.maximum.at(last_token, owner[covered], np.flatnonzero(covered))
+    has_token = last_token >= 0
+    rewards = np.zeros(len(owner))
+    rewards[last_token[has_token]] = np.asarray([value for _, _, value in spans])[has_token]
+    if len(rewards) and not covered[-1]:
+        rewards[-1] = score
+    return rewards, covered
 
 
 # Registered when this module runs, like verl's own managers: importing it first (``import verl`` then

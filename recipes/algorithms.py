@@ -100,7 +100,30 @@ ALGORITHMS: dict[str, Algorithm] = {
         "token",
         "PURE (arXiv:2504.15275): min-form credit assignment, this plugin's `pure` estimator",
     ),
+    # Same-information baselines: the token rewards BoT-GRPO gets, used as a GRPO user would
+    # (bot_grpo_verl.baselines).
+    "grpo_token_mean": Algorithm(
+        ("+preset=bot_grpo", "algorithm.adv_estimator=grpo_token_mean"),
+        "token",
+        "GRPO on each response's mean token reward (a PRM scalarised by its mean)",
+    ),
+    "grpo_token_min": Algorithm(
+        ("+preset=bot_grpo", "algorithm.adv_estimator=grpo_token_min"),
+        "token",
+        "GRPO on min_t r[t] + r[last]: PRM-min scalarisation plus the outcome on the answer step",
+    ),
+    "ps_grpo": Algorithm(
+        ("+preset=bot_grpo", "algorithm.adv_estimator=ps_grpo", "reward.bot_token.placement=step_end"),
+        "token",
+        "Process-supervised GRPO, DeepSeekMath (arXiv:2402.03300, 4.1.3): step rewards normalised over the "
+        "group's steps, a token's advantage the sum over the steps ending at or after it",
+    ),
     "bot_grpo": Algorithm(("+preset=bot_grpo",), "token", "BoT-GRPO: bag-of-tokens group statistics"),
+    "bot_grpo_shuffled": Algorithm(
+        ("+preset=bot_grpo", "algorithm.adv_estimator=bot_grpo_shuffled"),
+        "token",
+        "Localisation control: BoT-GRPO on each response's token rewards permuted within the response",
+    ),
     "bot_grpo_uniform": Algorithm(
         ("+preset=bot_grpo", "algorithm.bot_grpo.weighting=uniform"),
         "token",

@@ -5,7 +5,8 @@ Examples (from the repository root)::
     python -m recipes.launch --task react --model qwen2.5-3b --algorithm bot_grpo --seed 0 --dry-run
     python -m recipes.launch --task aime --model smollm3-3b --algorithm dapo trainer.n_gpus_per_node=4
 
-Without ``--seed`` it runs every seed of the task, one after the other. Trailing ``key=value`` arguments
+Without ``--seed`` it runs every seed of the task, one after the other; ``--algorithm all`` runs every row of
+the table in its order, and stops at the first failure. Trailing ``key=value`` arguments
 are appended to the command as extra hydra overrides (cluster size, logger, paths); they apply to every
 algorithm alike when given to ``recipes/<task>/run.sh``.
 """
@@ -28,7 +29,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m recipes.launch", description=__doc__.splitlines()[0])
     parser.add_argument("--task", required=True, choices=sorted(TASKS))
     parser.add_argument("--model", required=True, choices=sorted(MODELS))
-    parser.add_argument("--algorithm", required=True, choices=list(ALGORITHMS))
+    parser.add_argument("--algorithm", required=True, choices=[*ALGORITHMS, "all"], help="a table row, or all of them")
     parser.add_argument("--seed", type=int, default=None, help="one seed (default: every seed of the task)")
     parser.add_argument(
         "--data-dir", type=Path, default=None, help="folder of train.parquet and test.parquet (default: the task's)"
@@ -43,14 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     task = TASKS[args.task]
     seeds = task.seeds if args.seed is None else (args.seed,)
     data_dir = args.data_dir or Path(task.data_dir)
-    for seed in seeds:
-        argv_run = command(args.task, args.model, args.algorithm, seed, data_dir, args.extra)
-        print(shlex.join(argv_run), flush=True)
-        if args.dry_run:
-            continue
-        returncode = subprocess.run(argv_run, check=False).returncode
-        if returncode:
-            return returncode
+    algorithms = list(ALGORITHMS) if args.algorithm == "all" else [args.algorithm]
+    for algorithm in algorithms:
+        for seed in seeds:
+            argv_run = command(args.task, args.model, algorithm, seed, data_dir, args.extra)
+            print(shlex.join(argv_run), flush=True)
+            if args.dry_run:
+                continue
+            returncode = subprocess.run(argv_run, check=False).returncode
+            if returncode:
+                return returncode
     return 0
 
 

@@ -9,11 +9,5 @@ cd "$(dirname "$0")/.."
 task="$1"
 shift
 
-run() {
-    "${PYTHON:-python}" -m recipes.launch --task "$task" --model "${MODEL:-qwen2.5-3b}" --algorithm "$1" \
-        ${SEED:+--seed "$SEED"} ${DRY_RUN:+--dry-run} "${@:2}"
-}
-
-for algorithm in grpo dr_grpo dapo gspo pure bot_grpo bot_grpo_uniform bot_grpo_no_std bot_grpo_return_to_go; do
-    run "$algorithm" "$@"
-done
+"${PYTHON:-python}" -m recipes.launch --task "$task" --model "${MODEL:-qwen2.5-3b}" --algorithm all \
+    ${SEED:+--seed "$SEED"} ${DRY_RUN:+--dry-run} "$@"

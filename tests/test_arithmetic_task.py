@@ -48,11 +48,13 @@ def test_the_example_problem_is_written_as_specified():
     assert [RESPONSE[start:end] for start, end in RANGES][-1] == "The answer is \\boxed{86}."
 
 
-def test_generated_problems_are_exact_deterministic_and_distinct():
-    problems = generate_problems(90, seed=5)
-    assert problems == generate_problems(90, seed=5) != generate_problems(90, seed=6)
+@pytest.mark.parametrize("difficulty", [arithmetic.STANDARD, arithmetic.HARD], ids=["standard", "hard"])
+def test_generated_problems_are_exact_deterministic_and_distinct(difficulty):
+    problems = generate_problems(90, seed=5, difficulty=difficulty)
+    assert problems == generate_problems(90, seed=5, difficulty=difficulty) != generate_problems(90, seed=6)
     assert len({problem.prompt for problem in problems}) == 90
-    assert {problem.kind for problem in problems} == {"2_ops", "3_ops", "4_ops"}
+    lengths = range(difficulty.min_operations, difficulty.max_operations + 1)
+    assert {problem.kind for problem in problems} == {f"{n}_ops" for n in lengths}
     assert {operation for problem in problems for operation in problem.operations} == {"+", "-", "*"}
     for problem in problems:
         expression = problem.prompt.removeprefix("Compute ").removesuffix(".")
@@ -65,13 +67,17 @@ def test_generated_problems_are_exact_deterministic_and_distinct():
             left, shown_operation, right, equals, result = line.split(" ")
             assert (int(left), shown_operation, int(right), equals) == (value, operation, number, "=")
             value = eval(f"{value} {operation} {number}", {"__builtins__": {}})  # noqa: S307
-            assert int(result) == value and 0 <= value <= arithmetic.MAX_VALUE
+            assert int(result) == value and 0 <= value <= difficulty.max_value
         assert score(problem.response, str(problem.answer))["steps_correct"] == len(problem.operations)
 
 
 def test_generation_rejects_bad_input():
     with pytest.raises(ValueError, match="corpus size"):
         generate_problems(-1, seed=0)
+    with pytest.raises(ValueError, match="min_operations"):
+        arithmetic.Difficulty(min_operations=5, max_operations=4)
+    with pytest.raises(ValueError, match="max_value"):
+        arithmetic.Difficulty(min_operations=1, max_operations=2, max_value=10)
     with pytest.raises(ValueError, match="one more number"):
         Problem((1, 2), ("+", "-"))
     with pytest.raises(ValueError, match="unknown operation"):
@@ -244,7 +250,7 @@ def test_reduced_build_writes_arithmetic_rows_that_verls_rlhf_dataset_reads(buil
 
     assert json.loads(built.manifest.read_text())["task"] == "arithmetic"
     assert built.root.name == assets.cache_key(TINY, 2, ARITHMETIC) != assets.cache_key(TINY, 2)
-    problems = generate_problems(TINY.val_prompts + TINY.train_prompts + TINY.sft_examples, seed=2)
+    problems = generate_problems(sum((TINY.val_prompts, TINY.train_prompts, TINY.test_prompts, TINY.sft_examples)), 2)
     frame = pd.read_parquet(built.train_parquet)
     assert len(frame) == TINY.train_prompts and set(frame.data_source) == {"arithmetic"}
     assert set(frame.ability) == {"math"}

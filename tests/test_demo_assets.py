@@ -17,6 +17,7 @@ TINY = DemoSettings(
     sft_examples=64,
     train_prompts=12,
     val_prompts=8,
+    test_prompts=6,
     vocab_size=512,
     hidden_size=32,
     intermediate_size=64,
@@ -96,7 +97,11 @@ def test_tokenizer_round_trips_tsx_and_unicode_as_verl_loads_it(built):
 
 
 def test_rl_parquet_has_verls_columns(built):
-    splits = ((built.train_parquet, TINY.train_prompts, "train"), (built.val_parquet, TINY.val_prompts, "val"))
+    splits = (
+        (built.train_parquet, TINY.train_prompts, "train"),
+        (built.val_parquet, TINY.val_prompts, "val"),
+        (built.test_parquet, TINY.test_prompts, "test"),
+    )
     for path, size, split in splits:
         frame = pd.read_parquet(path)
         assert list(frame.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
@@ -109,8 +114,11 @@ def test_rl_parquet_has_verls_columns(built):
             assert reward_model["style"] == "rule" and "export function" in reward_model["ground_truth"]
     train = set(pd.read_parquet(built.train_parquet).prompt.map(lambda p: p[0]["content"]))
     val = set(pd.read_parquet(built.val_parquet).prompt.map(lambda p: p[0]["content"]))
+    test = set(pd.read_parquet(built.test_parquet).prompt.map(lambda p: p[0]["content"]))
     sft = {json.loads(line)["prompt"] for line in built.sft_corpus.read_text().splitlines()}
-    assert not (train & val or train & sft or val & sft)
+    splits = (train, val, test, sft)
+    assert all(not (a & b) for k, a in enumerate(splits) for b in splits[k + 1 :])
+    assert len(test) == TINY.test_prompts
 
 
 def test_verls_rlhf_dataset_reads_the_parquet_with_the_built_tokenizer(built, tmp_path):

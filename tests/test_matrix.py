@@ -1,6 +1,7 @@
 """The CPU benchmark matrix: every algorithm's run composes against verl's config with the CPU preset."""
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +15,9 @@ matrix = importlib.util.module_from_spec(spec)
 sys.modules["matrix"] = matrix  # its dataclass looks its module up there
 spec.loader.exec_module(matrix)
 
+ASSETS = SimpleNamespace(
+    train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", test_parquet="/d/test.parquet", model_dir="/m"
+)
 EXPECTED = {  # algorithm -> (estimator, reward manager)
     "grpo": ("grpo", "naive"),
     "dr_grpo": ("grpo", "naive"),
@@ -22,6 +26,10 @@ EXPECTED = {  # algorithm -> (estimator, reward manager)
     "pure": ("pure", "bot_token"),
     "bot_grpo": ("bot_grpo", "bot_token"),
     "bot_grpo_uniform": ("bot_grpo", "bot_token"),
+    "grpo_token_mean": ("grpo_token_mean", "bot_token"),
+    "grpo_token_min": ("grpo_token_min", "bot_token"),
+    "ps_grpo": ("ps_grpo", "bot_token"),
+    "bot_grpo_shuffled": ("bot_grpo_shuffled", "bot_token"),
 }
 
 
@@ -32,8 +40,7 @@ def test_merge_presets_gathers_every_preset_once():
 
 @pytest.mark.parametrize("algorithm", sorted(EXPECTED))
 def test_every_algorithm_run_composes_with_the_cpu_preset(algorithm, tmp_path):
-    assets = SimpleNamespace(train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", model_dir="/m")
-    overrides = matrix.run_overrides(matrix.TASKS["react"], assets, algorithm, 1, 5, tmp_path)
+    overrides = matrix.run_overrides(matrix.TASKS["react"], ASSETS, algorithm, 1, 5, tmp_path)
     with initialize_config_module(config_module="verl.trainer.config", version_base=None):
         config = compose("ppo_trainer", overrides=overrides)
     assert (config.algorithm.adv_estimator, config.reward.reward_manager.name) == EXPECTED[algorithm]
@@ -44,8 +51,7 @@ def test_every_algorithm_run_composes_with_the_cpu_preset(algorithm, tmp_path):
 
 @pytest.mark.parametrize(("cell", "options"), [("bot_grpo@noisy", {"noise": 1.0}), ("grpo@unbounded", {"scale": 10.0})])
 def test_reward_variants_of_the_stability_study_reach_the_reward_function(cell, options, tmp_path):
-    assets = SimpleNamespace(train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", model_dir="/m")
-    overrides = matrix.run_overrides(matrix.TASKS["arith"], assets, cell, 0, 5, tmp_path)
+    overrides = matrix.run_overrides(matrix.TASKS["arith"], ASSETS, cell, 0, 5, tmp_path)
     with initialize_config_module(config_module="verl.trainer.config", version_base=None):
         config = compose("ppo_trainer", overrides=overrides)
     kwargs = dict(config.reward.custom_reward_function.reward_kwargs)
@@ -54,20 +60,50 @@ def test_reward_variants_of_the_stability_study_reach_the_reward_function(cell, 
     assert config.trainer.experiment_name == f"{cell}-seed0"
 
 
-def test_arith_runs_validate_before_and_after_training_with_enough_samples_for_pass_at_k(tmp_path):
-    assets = SimpleNamespace(train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", model_dir="/m")
-    overrides = matrix.run_overrides(matrix.TASKS["arith"], assets, "grpo", 0, 7, tmp_path)
+def test_protocol_runs_set_their_learning_rate_and_validate_on_the_held_out_splits(tmp_path):
+    validation = matrix.Validation(("val", "test"), every=4, samples=8)
+    overrides = matrix.run_overrides(matrix.TASKS["arith_hard"], ASSETS, "ps_grpo", 0, 32, tmp_path, 3e-5, validation)
     with initialize_config_module(config_module="verl.trainer.config", version_base=None):
         config = compose("ppo_trainer", overrides=overrides)
-    assert config.trainer.val_before_train and config.trainer.test_freq == 7
+    assert config.actor_rollout_ref.actor.optim.lr == 3e-5
+    assert list(config.data.val_files) == ["/d/val.parquet", "/d/test.parquet"]
+    assert config.trainer.val_before_train and config.trainer.test_freq == 4
     assert config.trainer.validation_data_dir == str(tmp_path / "validation")
-    assert config.actor_rollout_ref.rollout.val_kwargs.n == max(matrix.TASKS["arith"].pass_at_k)
+    assert config.actor_rollout_ref.rollout.val_kwargs.n == 8
     assert config.actor_rollout_ref.rollout.val_kwargs.temperature == 1.0
+    assert config.algorithm.adv_estimator == "ps_grpo" and config.reward.reward_manager.name == "bot_token"
+    assert config.trainer.experiment_name == "ps_grpo-seed0-lr3e-05"
 
 
-def test_react_runs_do_not_validate(tmp_path):
-    assets = SimpleNamespace(train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", model_dir="/m")
-    overrides = matrix.run_overrides(matrix.TASKS["react"], assets, "grpo", 0, 7, tmp_path)
+def test_runs_without_validation_do_not_validate(tmp_path):
+    overrides = matrix.run_overrides(matrix.TASKS["react"], ASSETS, "grpo", 0, 7, tmp_path)
     with initialize_config_module(config_module="verl.trainer.config", version_base=None):
         config = compose("ppo_trainer", overrides=overrides)
     assert config.trainer.test_freq == -1 and not config.trainer.val_before_train
+    assert config.actor_rollout_ref.actor.optim.lr == 1e-4  # the base settings'
+
+
+def test_held_out_counts_assign_each_sample_to_its_problem_and_split(tmp_path):
+    problems = {"Compute 3 + 4.": ("val", 0), "Compute 13 + 4.": ("val", 1), "Compute 3 + 4 * 2.": ("test", 0)}
+    samples = [
+        ("Compute 3 + 4.", 1.0),
+        ("Compute 3 + 4.", 0.0),
+        ("Compute 13 + 4.", 1.0),
+        ("Compute 3 + 4 * 2.", 0.0),
+        ("Compute 3 + 4 * 2.", 1.0),
+        ("Compute 3 + 4 * 2.", 1.0),
+    ]
+    dump = tmp_path / "4.jsonl"
+    lines = [json.dumps({"input": f"<|im_start|>user\n{p}<|im_end|>\n", "acc": acc}) for p, acc in samples]
+    dump.write_text("\n".join(lines) + "\n")
+    assert matrix.held_out_counts(dump, problems) == {"val": [[2, 1], [1, 1]], "test": [[3, 2]]}
+    dump.write_text(json.dumps({"input": "Compute 9 - 9.", "acc": 1.0}) + "\n")
+    with pytest.raises(ValueError, match="matches no held-out problem"):
+        matrix.held_out_counts(dump, problems)
+
+
+def test_an_unknown_cell_or_a_task_without_held_out_problems_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        matrix.run_matrix("arith", ["grpo", "nope"], [None], [0], 1, tmp_path, tmp_path, None, None, False)
+    with pytest.raises(ValueError, match="no held-out problems"):
+        matrix.run_matrix("react", ["grpo"], [None], [0], 1, tmp_path, tmp_path, matrix.Validation(), None, False)

@@ -181,6 +181,11 @@ EXPECTED = {
     "bot_grpo_uniform": {"algorithm.adv_estimator": "bot_grpo", "algorithm.bot_grpo.weighting": "uniform"},
     "bot_grpo_no_std": {"algorithm.adv_estimator": "bot_grpo", "algorithm.norm_adv_by_std_in_grpo": False},
     "bot_grpo_return_to_go": {"algorithm.adv_estimator": "bot_grpo", "algorithm.bot_grpo.credit": "return_to_go"},
+    "grpo_token_mean": {"algorithm.adv_estimator": "grpo_token_mean", "reward.reward_manager.name": "bot_token"},
+    "grpo_token_min": {"algorithm.adv_estimator": "grpo_token_min", "reward.reward_manager.name": "bot_token"},
+    "ps_grpo": {"algorithm.adv_estimator": "ps_grpo", "reward.bot_token.placement": "step_end",
+                "reward.reward_manager.name": "bot_token"},
+    "bot_grpo_shuffled": {"algorithm.adv_estimator": "bot_grpo_shuffled", "reward.bot_token.placement": "spread"},
 }  # fmt: skip
 OUTCOME = ("grpo", "dr_grpo", "dapo", "gspo")
 

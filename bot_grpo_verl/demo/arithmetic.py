@@ -1,6 +1,7 @@
 r"""A seeded generator of multi-step arithmetic problems with step-by-step solutions: the demo's math task.
 
-Each :class:`Problem` is a chain of 2 to 4 operations (``+``, ``-``, ``*``) on small non-negative integers,
+Each :class:`Problem` is a chain of operations (``+``, ``-``, ``*``; 2 to 4 of them at :data:`STANDARD`
+difficulty, 6 to 8 at :data:`HARD`) on small non-negative integers,
 evaluated left to right and written with the fewest parentheses that say so::
 
     Compute (7 + 5) * 3 - 4.
@@ -17,9 +18,8 @@ Its solution is one step per paragraph (steps separated by a blank line, as
     The answer is \boxed{32}.
 
 Every step is ``a op b = c`` with single spaces, so an exact verifier (``reward_models/arithmetic_steps.py``)
-checks it. Numbers are small (operands up to :data:`MAX_OPERAND`, values up to :data:`MAX_VALUE`) so that
-the demo's ~1M-parameter policy learns the format and part of the arithmetic from its short supervised
-warm start and RL has the rest to improve.
+checks it. Numbers are small (see :class:`Difficulty`) so that the demo's ~1M-parameter policy learns the
+format and part of the arithmetic from its short supervised warm start and RL has the rest to improve.
 """
 
 from __future__ import annotations
@@ -31,10 +31,36 @@ from bot_grpo_verl.demo.corpus import draw_distinct
 
 DATA_SOURCE = "arithmetic"
 OPERATIONS = ("+", "-", "*")
-MIN_OPERATIONS, MAX_OPERATIONS = 2, 4
-MAX_OPERAND = 9  # operands of + and - and the first number lie in [1, MAX_OPERAND]
-MAX_FACTOR = 4  # the right operand of * lies in [2, MAX_FACTOR]
-MAX_VALUE = 40  # every intermediate value lies in [0, MAX_VALUE]
+
+
+@dataclass(frozen=True)
+class Difficulty:
+    """How hard the generated problems are.
+
+    Attributes:
+        min_operations, max_operations (`int`): chain length; problems cycle through this range.
+        max_operand (`int`): operands of ``+`` and ``-`` and the first number lie in ``[1, max_operand]``.
+        max_factor (`int`): the right operand of ``*`` lies in ``[2, max_factor]``.
+        max_value (`int`): every intermediate value lies in ``[0, max_value]``.
+    """
+
+    min_operations: int
+    max_operations: int
+    max_operand: int = 9
+    max_factor: int = 4
+    max_value: int = 40
+
+    def __post_init__(self):
+        if not 1 <= self.min_operations <= self.max_operations:
+            raise ValueError(f"need 1 <= min_operations <= max_operations: {self}")
+        if min(self.max_operand, self.max_factor - 1, self.max_value - 2 * self.max_operand) < 1:
+            raise ValueError(f"need max_operand >= 1, max_factor >= 2 and max_value > 2 * max_operand: {self}")
+
+
+STANDARD = Difficulty(min_operations=2, max_operations=4)
+# Longer chains: the warm-started policy rarely gets every step right (AIME's regime: a sparse outcome),
+# while each step stays as checkable as in STANDARD.
+HARD = Difficulty(min_operations=6, max_operations=8, max_value=60)
 
 
 def apply(left: int, operation: str, right: int) -> int:
@@ -106,34 +132,38 @@ class Problem:
         return "\n\n".join([*lines, f"The answer is \\boxed{{{self.answer}}}."])
 
 
-def random_problem(rng: random.Random, operations: int) -> Problem:
-    """A problem with ``operations`` operations whose intermediate values all lie in ``[0, MAX_VALUE]``.
+def random_problem(rng: random.Random, operations: int, difficulty: Difficulty = STANDARD) -> Problem:
+    """A problem with ``operations`` operations whose intermediate values all lie in ``[0, difficulty.max_value]``.
 
     Each operation is drawn among those that keep the value in range and non-trivial: ``+`` needs a value
-    below ``MAX_VALUE``, ``-`` a value of at least 1, ``*`` a value in ``[1, MAX_VALUE // 2]``; some
+    below ``max_value``, ``-`` a value of at least 1, ``*`` a value in ``[1, max_value // 2]``; some
     operation is always possible.
     """
-    value = rng.randint(1, MAX_OPERAND)
+    top = difficulty.max_value
+    value = rng.randint(1, difficulty.max_operand)
     numbers, chosen = [value], []
     for _ in range(operations):
-        possible = {"+": value < MAX_VALUE, "-": value >= 1, "*": 1 <= value <= MAX_VALUE // 2}
+        possible = {"+": value < top, "-": value >= 1, "*": 1 <= value <= top // 2}
         operation = rng.choice([operation for operation in OPERATIONS if possible[operation]])
         if operation == "+":
-            number = rng.randint(1, min(MAX_OPERAND, MAX_VALUE - value))
+            number = rng.randint(1, min(difficulty.max_operand, top - value))
         elif operation == "-":
-            number = rng.randint(1, min(MAX_OPERAND, value))
+            number = rng.randint(1, min(difficulty.max_operand, value))
         else:
-            number = rng.randint(2, min(MAX_FACTOR, MAX_VALUE // value))
+            number = rng.randint(2, min(difficulty.max_factor, top // value))
         value = apply(value, operation, number)
         numbers.append(number)
         chosen.append(operation)
     return Problem(tuple(numbers), tuple(chosen))
 
 
-def generate_problems(size: int, seed: int) -> list[Problem]:
-    """``size`` distinct problems (distinct prompts), 2, 3, 4 operations in round-robin, from ``random.Random(seed)``.
+def generate_problems(size: int, seed: int, difficulty: Difficulty = STANDARD) -> list[Problem]:
+    """``size`` distinct problems (distinct prompts), their chain lengths cycling through ``difficulty``'s range,
+    from ``random.Random(seed)``.
 
     Raises ``ValueError`` for a negative size or when the generator cannot find enough distinct prompts.
     """
-    counts = range(MIN_OPERATIONS, MAX_OPERATIONS + 1)
-    return draw_distinct(size, seed, lambda rng, i: random_problem(rng, counts[i % len(counts)]), "problems")
+    counts = range(difficulty.min_operations, difficulty.max_operations + 1)
+    return draw_distinct(
+        size, seed, lambda rng, i: random_problem(rng, counts[i % len(counts)], difficulty), "problems"
+    )

@@ -25,7 +25,8 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Protocol
@@ -73,6 +74,9 @@ class DemoSettings:
             Prompts of the RL train parquet (distinct from the SFT corpus' prompts).
         val_prompts (`int`, *optional*, defaults to `64`):
             Prompts of the RL val parquet (distinct from both), also used to measure the compile rate.
+            Benchmarks choose settings and checkpoints on these.
+        test_prompts (`int`, *optional*, defaults to `128`):
+            Prompts of the RL test parquet (distinct from all others): benchmarks report on these only.
         vocab_size (`int`, *optional*, defaults to `1024`):
             Byte-level BPE vocabulary size including the 3 special tokens (at least 259: 256 bytes + 3).
         hidden_size (`int`, *optional*, defaults to `128`):
@@ -102,6 +106,7 @@ class DemoSettings:
     sft_examples: int = 1600
     train_prompts: int = 256
     val_prompts: int = 64
+    test_prompts: int = 128
     vocab_size: int = 1024
     hidden_size: int = 128
     intermediate_size: int = 384
@@ -123,7 +128,7 @@ class DemoSettings:
                 f"num_attention_heads={self.num_attention_heads} must divide hidden_size={self.hidden_size} and "
                 f"be a multiple of num_key_value_heads={self.num_key_value_heads}"
             )
-        sizes = ("sft_examples", "train_prompts", "val_prompts", "sft_batch_size", "eval_samples")
+        sizes = ("sft_examples", "train_prompts", "val_prompts", "test_prompts", "sft_batch_size", "eval_samples")
         if min(getattr(self, size) for size in sizes) < 1 or self.max_response_tokens < 1 or self.sft_steps < 0:
             raise ValueError(f"sizes must be positive (sft_steps >= 0): {asdict(self)}")
 
@@ -165,7 +170,8 @@ class DemoAssets:
         model_dir: the policy (``save_pretrained``, safetensors) and its tokenizer: give it to verl as
             ``actor_rollout_ref.model.path``.
         tokenizer_dir: the same directory as ``model_dir``.
-        train_parquet, val_parquet: verl RL datasets (``data.train_files`` / ``data.val_files``).
+        train_parquet, val_parquet, test_parquet: verl RL datasets (``data.train_files``; ``data.val_files``
+            takes val, or val and test in one validation).
         sft_corpus: the warm-start corpus, JSON lines ``{"prompt", "response", **info}`` (``info`` from
             :attr:`Task.reference`).
         manifest: ``manifest.json``: task, settings, seed, key and ``metrics``; written last, so it marks a
@@ -179,6 +185,7 @@ class DemoAssets:
     tokenizer_dir: Path
     train_parquet: Path
     val_parquet: Path
+    test_parquet: Path
     sft_corpus: Path
     manifest: Path
     metrics: dict
@@ -194,6 +201,7 @@ class DemoAssets:
             tokenizer_dir=root / "model",
             train_parquet=root / "train.parquet",
             val_parquet=root / "val.parquet",
+            test_parquet=root / "test.parquet",
             sft_corpus=root / "sft_corpus.jsonl",
             manifest=manifest,
             metrics=json.loads(manifest.read_text())["metrics"],
@@ -477,7 +485,15 @@ ARITHMETIC = Task(
         max_response_tokens=96,
     ),
 )
-TASKS = {task.name: task for task in (REACT, ARITHMETIC)}
+# The same task with 6-8 operations: the warm start rarely solves a problem (sparse outcomes), while its
+# steps stay checkable. Longer solutions need a longer budget.
+ARITHMETIC_HARD = replace(
+    ARITHMETIC,
+    name="arithmetic_hard",
+    generate=partial(arithmetic.generate_problems, difficulty=arithmetic.HARD),
+    settings=replace(ARITHMETIC.settings, max_position_embeddings=320, max_response_tokens=160),
+)
+TASKS = {task.name: task for task in (REACT, ARITHMETIC, ARITHMETIC_HARD)}
 
 
 def sample_metrics(
@@ -540,21 +556,25 @@ def token_stats(lengths: Sequence[int]) -> dict[str, float]:
     return {"min": min(lengths), "mean": sum(lengths) / len(lengths), "max": max(lengths)}
 
 
+def split_sizes(examples: Sequence[Example], sizes: Sequence[int]) -> list[Sequence[Example]]:
+    """``examples`` cut into consecutive parts of ``sizes``."""
+    ends = [sum(sizes[: k + 1]) for k in range(len(sizes))]
+    return [examples[end - size : end] for size, end in zip(sizes, ends, strict=True)]
+
+
 def _build(root: Path, task: Task, settings: DemoSettings, seed: int, progress: Progress) -> dict:
     """Write every asset of ``task`` into the empty directory ``root``; return the metrics."""
     start = time.perf_counter()
-    total = settings.val_prompts + settings.train_prompts + settings.sft_examples
-    examples = task.generate(total, seed)
-    val = examples[: settings.val_prompts]
-    train = examples[settings.val_prompts : settings.val_prompts + settings.train_prompts]
-    sft = examples[settings.val_prompts + settings.train_prompts :]
-    progress(f"corpus: {len(sft)} SFT examples, {len(train)} train and {len(val)} val prompts")
+    sizes = (settings.val_prompts, settings.train_prompts, settings.test_prompts, settings.sft_examples)
+    val, train, test, sft = split_sizes(task.generate(sum(sizes), seed), sizes)
+    progress(f"corpus: {len(sft)} SFT examples, {len(train)} train, {len(val)} val and {len(test)} test prompts")
     with open(root / "sft_corpus.jsonl", "w", encoding="utf-8") as handle:
         for example in sft:
             row = {"prompt": example.prompt, "response": example.response, **task.reference(example)[1]}
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     pd.DataFrame(rl_rows(task, train, "train")).to_parquet(root / "train.parquet")
     pd.DataFrame(rl_rows(task, val, "val")).to_parquet(root / "val.parquet")
+    pd.DataFrame(rl_rows(task, test, "test")).to_parquet(root / "test.parquet")
 
     texts = [text for example in sft for text in (f"user\n{example.prompt}", f"assistant\n{example.response}")]
     tokenizer = train_tokenizer(texts, settings.vocab_size)
@@ -663,7 +683,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--metrics", action="store_true", help="also print the build's metrics as JSON")
     args = parser.parse_args(argv)
     assets = build_assets(args.cache_dir, task=TASKS[args.task], seed=args.seed, force=args.force)
-    for name in ("model_dir", "tokenizer_dir", "train_parquet", "val_parquet", "sft_corpus", "manifest"):
+    paths = ("model_dir", "tokenizer_dir", "train_parquet", "val_parquet", "test_parquet", "sft_corpus", "manifest")
+    for name in paths:
         print(f"{name}={getattr(assets, name)}")
     if args.metrics:
         print(json.dumps(assets.metrics, indent=2))
