@@ -219,11 +219,13 @@ def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: in
 
 
 def commit(path: Path, message: str, attempts: int = 10) -> None:
-    """Commit ``path`` alone (other staged or changed files stay as they are); retries while git is busy."""
+    """Commit ``path`` alone, in the repository that holds it (other staged or changed files stay as they
+    are); retries while git is busy."""
+    git = ["git", "-C", str(path.parent)]
     for _ in range(attempts):
-        added = subprocess.run(["git", "-C", str(REPO), "add", str(path)], capture_output=True, text=True)
+        added = subprocess.run([*git, "add", path.name], capture_output=True, text=True)
         done = added.returncode == 0 and subprocess.run(
-            ["git", "-C", str(REPO), "commit", "-q", "-m", message, "--", str(path)], capture_output=True, text=True
+            [*git, "commit", "-q", "-m", message, "--", path.name], capture_output=True, text=True
         ).returncode == 0
         if done:
             return
