@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -107,3 +108,21 @@ def test_an_unknown_cell_or_a_task_without_held_out_problems_is_refused(tmp_path
         matrix.run_matrix("arith", ["grpo", "nope"], [None], [0], 1, tmp_path, tmp_path, None, None, False)
     with pytest.raises(ValueError, match="no held-out problems"):
         matrix.run_matrix("react", ["grpo"], [None], [0], 1, tmp_path, tmp_path, matrix.Validation(), None, False)
+
+
+def test_a_run_summary_is_committed_alone_in_the_repository_that_holds_it(tmp_path):
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (tmp_path / "other.txt").write_text("staged, not ours\n")
+    git("add", "other.txt")
+    summary = tmp_path / "runs" / "grpo__lr0.0001__seed0.json"
+    summary.parent.mkdir()
+    summary.write_text("{}\n")
+    matrix.commit(summary, "benchmark run: arith grpo")
+    assert git("log", "--format=%s") == "benchmark run: arith grpo\n"
+    assert git("show", "--name-only", "--format=").split() == ["runs/grpo__lr0.0001__seed0.json"]
+    assert git("diff", "--cached", "--name-only").split() == ["other.txt"]
