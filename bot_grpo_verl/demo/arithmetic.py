@@ -58,9 +58,10 @@ class Difficulty:
 
 
 STANDARD = Difficulty(min_operations=2, max_operations=4)
-# Longer chains: the warm-started policy rarely gets every step right (AIME's regime: a sparse outcome),
-# while each step stays as checkable as in STANDARD.
-HARD = Difficulty(min_operations=6, max_operations=8, max_value=60)
+# Longer chains of the same numbers: the warm-started policy rarely gets every step right (AIME's regime: a
+# sparse outcome), while each step stays as checkable as in STANDARD. (With values up to 60 the warm start
+# solved none of 128 problems, step accuracy 0.38: no outcome signal at all.)
+HARD = Difficulty(min_operations=6, max_operations=8)
 
 
 def apply(left: int, operation: str, right: int) -> int:
