@@ -1,12 +1,14 @@
-"""Speed of the bot_grpo estimator against verl's grpo and grpo_vectorized, measured side by side.
+"""Cost of the bot_grpo estimator beside verl's grpo and grpo_vectorized, measured side by side.
 
 All candidates run in one process on the same batch, in alternating order, and the medians are
 compared (dense rewards against verl's grpo on the same dense batch); a plain clone of the (B, T)
 reward tensor is timed in the same rounds so that our cost can be read in memory passes. The whole
 measurement is repeated in ``--processes`` fresh processes, because a process's allocator state
 (whether large tensors are served from warm memory or page-faulted in afresh) changes every
-candidate's time; the report gives each ratio's median and range over the processes. Writes the
-figures (JSON) and a plot (PNG) of the ratios.
+candidate's time; the report gives each ratio's median and range over the processes, and the machine
+it ran on (CPU model, cores, torch threads, load average before and after): CPU timings of
+memory-bound code are properties of the machine and its load as much as of the code. Writes the figures
+(JSON) and a plot (PNG) of the ratios.
 
     python benchmarks/estimator_speed.py --processes 5 --out benchmarks/results/estimator_speed.json
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -75,11 +78,11 @@ RATIOS = {
 }
 
 
-def measure_sizes(rounds: int, group_size: int, label: str) -> list[dict]:
-    """One process's measurement of every size in ``SIZES``."""
+def measure_sizes(sizes: list[tuple[int, int]], rounds: int, group_size: int, label: str) -> list[dict]:
+    """One process's measurement of every (batch, response length) of ``sizes``."""
     results = []
-    for number, (batch, length) in enumerate(SIZES, 1):
-        print(f"{label}[{number}/{len(SIZES)}] B={batch} T={length} ...", end=" ", flush=True)
+    for number, (batch, length) in enumerate(sizes, 1):
+        print(f"{label}[{number}/{len(sizes)}] B={batch} T={length} ...", end=" ", flush=True)
         medians = measure(candidates(*make_batch(batch, length, group_size)), rounds)
         ours = medians["bot_grpo (outcome rewards)"]
         row = {
@@ -100,13 +103,14 @@ def measure_sizes(rounds: int, group_size: int, label: str) -> list[dict]:
     return results
 
 
-def in_fresh_processes(processes: int, rounds: int, group_size: int) -> list[list[dict]]:
+def in_fresh_processes(sizes: list[tuple[int, int]], processes: int, rounds: int, group_size: int) -> list[list[dict]]:
     """``measure_sizes`` run once in each of ``processes`` new interpreters, one after the other."""
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         for number in range(1, processes + 1):
             out = Path(folder) / f"run{number}.json"
             command = [sys.executable, __file__, "--processes", "1", "--rounds", str(rounds)]
+            command += ["--sizes", *[f"{batch}x{length}" for batch, length in sizes]]
             command += ["--group-size", str(group_size), "--out", str(out), "--label", f"process {number}/{processes} "]
             subprocess.run(command, check=True)
             runs.append(json.loads(out.read_text())["processes"][0])
@@ -114,15 +118,49 @@ def in_fresh_processes(processes: int, rounds: int, group_size: int) -> list[lis
 
 
 def summarize(runs: list[list[dict]]) -> list[dict]:
-    """Per size, each ratio's median, minimum and maximum over the processes."""
+    """Per size, each ratio's median, minimum and maximum over the processes, and each candidate's median
+    time in milliseconds (median over the processes of the per-process medians)."""
     summary = []
     for rows in zip(*runs, strict=True):
         entry = {"batch": rows[0]["batch"], "response_length": rows[0]["response_length"]}
         for key in RATIOS:
             values = [row[key] for row in rows]
             entry[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+        entry["median_ms"] = {
+            name: 1000 * statistics.median(row["median_seconds"][name] for row in rows)
+            for name in rows[0]["median_seconds"]
+        }
         summary.append(entry)
     return summary
+
+
+def machine() -> dict:
+    """What the figures depend on besides the code: CPU model, cores, torch threads, versions."""
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            model = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {
+        "cpu_model": model,
+        "cpu_cores": os.cpu_count(),
+        "cpu_cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (other processes competing for the cores), if known."""
+    return [round(value, 2) for value in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def size(text: str) -> tuple[int, int]:
+    batch, length = text.lower().split("x")
+    return int(batch), int(length)
 
 
 def main() -> int:
@@ -131,22 +169,24 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=5, help="fresh processes that each measure every size")
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument(
+        "--sizes", type=size, nargs="+", default=SIZES, help="batch x response length, e.g. 1024x4096 (default: all)"
+    )
     parser.add_argument("--label", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.processes < 1:
         parser.error("--processes must be at least 1")
 
+    load_before = load_average()
     if args.processes == 1:
-        runs = [measure_sizes(args.rounds, args.group_size, args.label)]
+        runs = [measure_sizes(args.sizes, args.rounds, args.group_size, args.label)]
     else:
-        runs = in_fresh_processes(args.processes, args.rounds, args.group_size)
+        runs = in_fresh_processes(args.sizes, args.processes, args.rounds, args.group_size)
     summary = summarize(runs)
     report = {
-        "machine": {
-            "cpu_threads": torch.get_num_threads(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-        },
+        "machine": machine(),
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
         "rounds": args.rounds,
         "group_size": args.group_size,
         "summary": summary,
@@ -155,19 +195,21 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     if not args.label:
+        print(f"machine: {report['machine']}; load average before {load_before}, after {report['load_average_after']}")
         print("median (min-max) over processes:")
         for entry in summary:
             cells = "; ".join(
                 f"{RATIOS[key]} {entry[key]['median']:.2f} ({entry[key]['min']:.2f}-{entry[key]['max']:.2f})"
                 for key in RATIOS
             )
-            print(f"  B={entry['batch']} T={entry['response_length']}: {cells}")
-        plot(summary, args.out.with_suffix(".png"))
+            times = ", ".join(f"{name} {ms:.1f}" for name, ms in entry["median_ms"].items())
+            print(f"  B={entry['batch']} T={entry['response_length']}: {cells}\n    ms: {times}")
+        plot(summary, report["machine"], args.out.with_suffix(".png"))
         print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
     return 0
 
 
-def plot(summary: list[dict], path: Path) -> None:
+def plot(summary: list[dict], machine: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -185,7 +227,11 @@ def plot(summary: list[dict], path: Path) -> None:
     axis.set_xticks(np.arange(len(labels)) + width, labels)
     axis.set_xlabel("batch x response length")
     axis.set_ylabel("time ratio (lower is faster)")
-    axis.set_title("bot_grpo estimator time relative to verl's (median and range over processes)")
+    axis.set_title(
+        "bot_grpo estimator time relative to verl's (median and range over processes)\n"
+        f"{machine['cpu_model']}, {machine['cpu_cores']} cores, {machine['torch_threads']} torch threads",
+        fontsize="medium",
+    )
     axis.set_ylim(0, 1.5 * max(entry[key]["max"] for entry in summary for key in shown))
     axis.legend(loc="upper left", fontsize="small")
     figure.tight_layout()

@@ -6,15 +6,23 @@ recipe selects it with ``algorithm.adv_estimator=bot_grpo``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
-from bot_grpo_verl.options import options_from_config
+from bot_grpo_verl.groups import (
+    Groups,
+    accumulation_dtype,
+    check_batch,
+    check_values,
+    pooled_moments,
+    reward_bound,
+    row_moments,
+    suffix_sum,
+)
+from bot_grpo_verl.options import option_from_config, options_from_config
 
 WEIGHTINGS = ("inverse_length", "uniform")
 OUTCOME_BROADCASTS = ("auto", "always", "never")
@@ -72,7 +80,7 @@ class BoTGRPOConfig:
             )
         if self.credit not in CREDITS:
             raise ValueError(f"algorithm.bot_grpo.credit={self.credit!r} is not one of {list(CREDITS)}")
-        if not (isinstance(self.epsilon, int | float) and self.epsilon > 0):
+        if not self.epsilon > 0:
             raise ValueError(f"algorithm.bot_grpo.epsilon={self.epsilon!r} must be a positive number")
 
     @classmethod
@@ -81,58 +89,10 @@ class BoTGRPOConfig:
         return options_from_config(cls, config, "bot_grpo", "algorithm.bot_grpo")
 
 
-def group_ids(index: Any, device: torch.device) -> tuple[torch.Tensor, int]:
-    """Map group labels (verl passes a numpy object array of uid strings) to ids ``0..G-1``.
-
-    Returns the ids as a ``(B,)`` long tensor on ``device`` and ``G``, known on the host so that no
-    device-to-host sync is needed to size the per-group buffers.
-    """
-    labels = np.asarray(index)
-    if labels.dtype == object:
-        labels = labels.astype(str)
-    _, inverse = np.unique(labels.reshape(-1), return_inverse=True)
-    return torch.as_tensor(inverse.reshape(-1), dtype=torch.long, device=device), int(inverse.max(initial=-1)) + 1
-
-
-def validate_inputs(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any) -> None:
-    if token_level_rewards.ndim != 2:
-        raise ValueError(
-            f"token_level_rewards must be (batch, response_length), got shape {tuple(token_level_rewards.shape)}"
-        )
-    if response_mask.shape != token_level_rewards.shape:
-        raise ValueError(
-            f"response_mask shape {tuple(response_mask.shape)} does not match "
-            f"token_level_rewards shape {tuple(token_level_rewards.shape)}"
-        )
-    if not token_level_rewards.is_floating_point():
-        raise ValueError(f"token_level_rewards must be a floating-point tensor, got {token_level_rewards.dtype}")
-    if index is None or len(index) != token_level_rewards.shape[0]:
-        got = None if index is None else len(index)
-        raise ValueError(f"index (group ids) has length {got}, expected one per row: {token_level_rewards.shape[0]}")
-
-
-def raise_non_finite(token_level_rewards: torch.Tensor, bound: float | None = None) -> None:
-    """Raise the ``ValueError`` that explains why rewards failed a finiteness (or ``bound``) check."""
-    rows = torch.nonzero(~torch.isfinite(token_level_rewards).all(dim=-1)).flatten().tolist()
-    if rows:
-        raise ValueError(f"token_level_rewards holds non-finite values (NaN or inf) in rows {rows[:20]}")
-    largest = token_level_rewards.abs().max().item() if token_level_rewards.numel() else 0.0
-    limit = f" (|r| up to {largest:.3g}, limit {bound:.3g} for this batch shape)" if bound is not None else ""
-    raise ValueError(f"token_level_rewards overflow: their squared sums are not finite{limit}; rescale the rewards")
-
-
-def group_max(values: torch.Tensor, valid: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
-    """Per group, the largest of ``values`` (B,) over its ``valid`` rows; 0 for a group without one."""
-    anchor = values.masked_fill(~valid, -torch.inf)
-    largest = torch.zeros(num_groups, dtype=values.dtype, device=values.device)
-    largest = largest.scatter_reduce(0, group, anchor, reduce="amax", include_self=False)
-    return largest.nan_to_num(neginf=0.0)
-
-
 def compute_bot_grpo_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
-    index: np.ndarray,
+    index: Any,
     config: Mapping | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""
@@ -140,32 +100,30 @@ def compute_bot_grpo_advantage(
 
     For the rows of one group g (rows sharing an ``index`` value), with ``L_i = sum_t m[i,t]``:
 
-        w[i,t]  = m[i,t] / L_i   (``inverse_length``)  or  m[i,t]   (``uniform``);  rows with L_i = 0
-                  get weight 0 and zero advantage
+        w[i,t]  = m[i,t] / L_i   (``inverse_length``)  or  m[i,t]   (``uniform``)
         W_g     = sum_{i in g, t} w[i,t]      (= number of non-empty rows for ``inverse_length``)
         \mu_g   = sum w[i,t] r[i,t] / W_g
         \sigma_g^2 = sum w[i,t] (r[i,t] - \mu_g)^2 / (W_g - 1)
         A[i,t]  = m[i,t] (r[i,t] - \mu_g) / (\sigma_g + \epsilon)     (or without the division when
                   ``norm_adv_by_std_in_grpo`` is False, Dr.GRPO style)
 
-    A group with a single non-empty row uses \mu = 0, \sigma = 1 (verl's GRPO convention). With outcome
-    rewards only, each row's reward sum is first broadcast to its valid tokens (see
-    :class:`BoTGRPOConfig`), and the result equals verl's ``grpo``. Statistics are accumulated in
-    float32 (or float64 for float64 rewards) around a shift taken from each group's own rewards, so a
-    group whose tokens share one reward gets exactly zero advantage. Rewards must be finite and, so that
-    no sum of squares overflows, within ``|r| <= sqrt(max / (8 B T)) / T`` (``max`` of the accumulation
-    dtype: about 4e11 in float32 at 512 x 8192); anything else raises ``ValueError``. The call costs one
-    device-to-host sync, which also picks the cheaper outcome-only computation when the rewards are
-    broadcast.
+    Empty rows (L_i = 0) get zero advantage and stay out of the statistics; a group with a single
+    non-empty row uses \mu = 0, \sigma = 1 (verl's GRPO convention). With outcome rewards only, each row's
+    reward sum is first broadcast to its valid tokens (see :class:`BoTGRPOConfig`), and the result equals
+    verl's ``grpo``. Statistics are accumulated in float32 (float64 for float64 rewards) around a reward of
+    each group's own, so a group whose tokens share one reward gets exactly zero advantage. One
+    device-to-host sync per call checks the inputs (:func:`bot_grpo_verl.groups.check_values`) and reads
+    whether the batch holds outcome rewards only.
 
     Args:
         token_level_rewards: `(torch.Tensor)`
-            shape is (bs, response_length); one reward per response token
+            shape is (bs, response_length); one reward per response token, finite and within
+            :func:`bot_grpo_verl.groups.reward_bound` (about 4e11 in float32 at 512 x 8192)
         response_mask: `(torch.Tensor)`
-            shape is (bs, response_length); 1 for tokens that take part (generated tokens), 0 for
-            padding and, in multi-turn rollouts, tool output
+            shape is (bs, response_length); bool or 0/1: 1 for tokens that take part (generated tokens),
+            0 for padding and, in multi-turn rollouts, tool output
         index: `(np.ndarray)`
-            shape is (bs,); group ids (verl's ``uid`` strings), one group per prompt
+            shape is (bs,); group labels (verl's ``uid`` strings), one group per prompt
         config: `(Optional[AlgoConfig])`
             verl's ``algorithm`` config; reads ``norm_adv_by_std_in_grpo`` and ``bot_grpo.*``
 
@@ -174,132 +132,111 @@ def compute_bot_grpo_advantage(
             shape is (bs, response_length)
         returns: `(torch.Tensor)`
             shape is (bs, response_length); equal to the advantages, as for verl's GRPO
+
+    Raises:
+        ValueError: for bad options, shapes, masks, indices or rewards, naming the problem.
     """
     options = BoTGRPOConfig.from_algorithm_config(config)
-    norm_adv_by_std = bool(config.get("norm_adv_by_std_in_grpo", True)) if config is not None else True
-    validate_inputs(token_level_rewards, response_mask, index)
-
+    norm_by_std = option_from_config(config, "norm_adv_by_std_in_grpo", bool, True, "algorithm.norm_adv_by_std_in_grpo")
+    groups = check_batch(token_level_rewards, response_mask, index)
     with torch.no_grad():
-        device = token_level_rewards.device
-        dtype = torch.promote_types(token_level_rewards.dtype, torch.float32)
-        rewards = token_level_rewards.to(dtype)
+        rewards = token_level_rewards.to(accumulation_dtype(token_level_rewards.dtype))
         if not rewards.numel():
-            return rewards.new_zeros(rewards.shape), rewards.new_zeros(rewards.shape)
-        group, num_groups = group_ids(index, device)
-        batch_size, response_length = rewards.shape
-        positions = torch.arange(response_length, device=device, dtype=dtype)
-        # One (B, T) buffer holds the nonzero detection, then the mask in ``dtype``, then (outcome rewards)
-        # the advantages: on CPU a fresh large allocation costs more than a pass over it.
-        buffer = torch.empty_like(rewards)
-        if options.outcome_broadcast != "always":
-            # One pass: every nonzero reward adds T + 1 + its position, so a row's total is 0 without
-            # nonzeros, lies in [T + 1, 2T + 1) with exactly one (at total - T - 1), and is larger with more.
-            offset = response_length + 1
-            total = torch.ne(rewards, 0, out=buffer) @ (positions + offset)
-        mask = buffer.copy_(response_mask)
-
-        def per_group(values: torch.Tensor) -> torch.Tensor:
-            return torch.zeros(num_groups, dtype=dtype, device=device).index_add_(0, group, values)
-
-        lengths = mask.sum(dim=-1)
-        non_empty = lengths > 0
-        if options.weighting == "inverse_length":
-            row_weight, row_mass = non_empty.to(dtype) / lengths.clamp(min=1), non_empty.to(dtype)
-        else:
-            row_weight, row_mass = non_empty.to(dtype), lengths
-        group_rows = per_group(non_empty.to(dtype))
-        single = group_rows <= 1
-
-        def group_statistics(row_deviation: torch.Tensor, row_m2: torch.Tensor, group_shift: torch.Tensor):
-            """Per row, its group's mean and scale from the rows' mean deviations from ``group_shift`` and
-            their sums of squared deviations from their own means (B,), pooled with Chan's formula."""
-            group_mass = per_group(row_mass)
-            group_offset = per_group(row_mass * row_deviation) / group_mass.clamp(min=1)
-            between = row_deviation - group_offset[group]
-            group_m2 = per_group(row_weight * row_m2 + row_mass * between * between)
-            group_std = (group_m2 / (group_mass - 1).clamp(min=1)).sqrt()
-            group_mean = torch.where(single, torch.zeros_like(group_shift), group_shift + group_offset)
-            if norm_adv_by_std:
-                group_scale = torch.where(single, torch.ones_like(group_std), group_std) + options.epsilon
-            else:
-                group_scale = torch.ones_like(group_std)
-            return group_mean[group], group_scale[group]
-
-        def row_statistics(row_mean: torch.Tensor, row_m2: torch.Tensor):
-            """:func:`group_statistics` of rows given by their means, shifted by their group's largest."""
-            group_shift = group_max(row_mean, non_empty, group, num_groups)
-            return group_statistics(row_mean - group_shift[group], row_m2, group_shift)
-
-        def outcome_advantage(scores: torch.Tensor) -> torch.Tensor:
-            """Per row (B,), the GRPO advantage of its score."""
-            row_mean, row_scale = row_statistics(scores, torch.zeros_like(scores))
-            return (scores - row_mean) / row_scale
-
-        anchored = mask[:, 0] > 0  # rows whose first token is valid: its reward anchors the dense statistics
-        checks = []
-        if options.outcome_broadcast != "always":
-            checks.append((total < 2 * offset).all())
-            checks.append(((group_rows > 0) & (per_group(anchored.to(dtype)) == 0)).any())
-        # The one host sync: bad rewards (NaN fails the comparison), and which computation below the batch
-        # needs. The bound keeps every sum of squares below finite in ``dtype``.
-        low, high = torch.aminmax(rewards)
-        bound = math.sqrt(torch.finfo(dtype).max / (8 * batch_size * response_length)) / response_length
-        bounded, *found = torch.stack([(low >= -bound) & (high <= bound), *checks]).tolist()
-        if not bounded:
-            raise_non_finite(token_level_rewards, bound)
-        at_most_one_nonzero, unanchored_groups = found or (True, False)
-
-        def last_valid_positions() -> torch.Tensor:
-            # In the mask's own buffer: m (t + 1) / (t + 1) gives a 0/1 mask back exactly.
-            ranks = positions + 1
-            last = mask.mul_(ranks).amax(dim=-1) - 1
-            mask.div_(ranks)
-            return last.clamp(min=0)
-
-        # Outcome rewards overwrite the mask with the advantages, unless ``return_to_go`` still needs it.
-        output = mask if options.credit == "token" else None
-        if options.outcome_broadcast == "always":
-            advantages = torch.mul(mask, outcome_advantage(rewards.sum(dim=-1)).unsqueeze(1), out=output)
-        elif at_most_one_nonzero:
-            # Every row is one reward v at one position p (or none): the broadcast result and the token bag
-            # both follow from (v, m[p], L), and one write of a per-row value plus the tokens at p.
-            position = (total - offset).clamp(min=0).long().unsqueeze(1)
-            value = rewards.gather(1, position).squeeze(1)
-            value_mask = mask.gather(1, position).squeeze(1)
-            if options.outcome_broadcast == "auto":
-                broadcast = ((total == 0) | (total - offset >= last_valid_positions())).all()
-            else:
-                broadcast = torch.zeros((), dtype=torch.bool, device=device)
-            token_sum = value * value_mask
-            token_mean = token_sum / lengths.clamp(min=1)
-            bag_mean, bag_scale = row_statistics(token_mean, (value * token_sum - token_sum * token_mean).clamp(min=0))
-            row_advantage = torch.where(broadcast, outcome_advantage(value), -bag_mean / bag_scale)
-            at_position = value_mask * torch.where(broadcast, row_advantage, (value - bag_mean) / bag_scale)
-            advantages = torch.mul(mask, row_advantage.unsqueeze(1), out=output)
-            flat = torch.arange(batch_size, device=device) * response_length + position.squeeze(1)
-            advantages.view(-1).index_copy_(0, flat, at_position)
-        else:
-            # Statistics are taken around a shift read from each group's own rewards (a valid token's), so
-            # that they stay well conditioned and a group of equal rewards gives exactly zero deviations.
-            anchor = rewards[:, 0]
-            if unanchored_groups:
-                last_reward = rewards.gather(1, last_valid_positions().long().unsqueeze(1)).squeeze(1)
-                anchor, anchored = torch.where(anchored, anchor, last_reward), non_empty
-            group_shift = group_max(anchor, anchored, group, num_groups)
-            row_shift = group_shift[group]
-            centered = torch.sub(rewards, row_shift.unsqueeze(1)).mul_(mask)
-            dense_sum = centered.sum(dim=-1)
-            row_deviation = dense_sum / lengths.clamp(min=1)
-            row_m2 = (torch.linalg.vector_norm(centered, dim=-1).square() - dense_sum * row_deviation).clamp(min=0)
-            row_mean, row_scale = group_statistics(row_deviation, row_m2, group_shift)
-            # A = m (r - mu) / s = centered / s + m (shift - mu) / s: two in-place passes.
-            row_bias = (row_shift - row_mean) / row_scale
-            advantages = centered.div_(row_scale.unsqueeze(1)).addcmul_(mask, row_bias.unsqueeze(1))
+            empty = rewards.new_zeros(rewards.shape)
+            return empty, empty
+        mask = response_mask.to(rewards.dtype)
+        last_valid = last_valid_positions(mask)
+        broadcast = (
+            is_outcome_batch(rewards, last_valid)
+            if options.outcome_broadcast == "auto"
+            else torch.full((), options.outcome_broadcast == "always", device=rewards.device)
+        )
+        (broadcast,) = check_values(rewards, response_mask, reward_bound(rewards.dtype, *rewards.shape), broadcast)
+        advantages = bag_advantages(rewards, mask, last_valid, groups, options, norm_by_std, broadcast)
         if options.credit == "return_to_go":
             advantages = suffix_sum(advantages) / suffix_sum(mask).clamp(min=1) * mask
     return advantages, advantages
 
 
-def suffix_sum(values: torch.Tensor) -> torch.Tensor:
-    """``out[i, t] = sum_{s >= t} values[i, s]`` for a (B, T) tensor."""
-    return values.flip(-1).cumsum(-1).flip(-1)
+def bag_advantages(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    last_valid: torch.Tensor,
+    groups: Groups,
+    options: BoTGRPOConfig,
+    norm_by_std: bool,
+    broadcast: bool,
+) -> torch.Tensor:
+    """The formula of :func:`compute_bot_grpo_advantage`, on checked inputs.
+
+    Args:
+        rewards, mask: (B, T) in the accumulation dtype; the mask is 0/1.
+        last_valid: (B,) each row's last valid position (:func:`last_valid_positions`).
+        groups: the rows' groups.
+        options, norm_by_std: the estimator's options.
+        broadcast: every valid token of a row carries the row's reward sum instead of its own reward.
+
+    Returns:
+        (B, T) advantages.
+    """
+    lengths = mask.sum(dim=-1)
+    non_empty = lengths > 0
+    single = groups.sum(non_empty.to(rewards.dtype)) <= 1
+    if broadcast:  # every valid token carries its row's reward sum: one value per row
+        scores = rewards.sum(dim=-1, keepdim=True)
+        centered = scores - group_shift(scores[:, 0], non_empty, groups, single)[groups.ids, None]  # (B, 1)
+        row_mean, row_m2 = centered[:, 0], torch.zeros_like(lengths)
+    else:
+        anchors = rewards.gather(1, last_valid.long().unsqueeze(1)).squeeze(1)  # a valid token's reward
+        shift = group_shift(anchors, non_empty, groups, single)
+        centered = torch.sub(rewards, shift[groups.ids, None]).mul_(mask)  # (B, T)
+        row_mean, row_m2 = row_moments(centered, lengths)
+    # the centred rewards' group mean and variance: mu_g - c_g (0 for a single row's group) and sigma_g^2
+    mean, variance = pooled_moments(row_mean, row_m2, *row_weights(lengths, options.weighting), groups)
+    mean = mean.masked_fill(single, 0.0)
+    scale = grpo_scale(variance, single, options.epsilon, norm_by_std)
+    deviations = centered.sub_(mean[groups.ids, None]).div_(scale[groups.ids, None])  # (r - mu_g) / scale
+    return deviations * mask if broadcast else deviations.mul_(mask)
+
+
+def last_valid_positions(mask: torch.Tensor) -> torch.Tensor:
+    """Per row of ``mask`` (B, T), the position of its last valid token (0 for an empty row), in its dtype."""
+    positions = torch.arange(mask.shape[-1], device=mask.device, dtype=mask.dtype)
+    return (mask * positions).amax(dim=-1)
+
+
+def is_outcome_batch(rewards: torch.Tensor, last_valid: torch.Tensor) -> torch.Tensor:
+    """0-d bool tensor: every row of ``rewards`` (B, T) has at most one nonzero reward, at or after its
+    ``last_valid`` (B,) position: where verl's reward managers write a sequence's score."""
+    positions = torch.arange(rewards.shape[-1], device=rewards.device, dtype=rewards.dtype)
+    nonzero = torch.ne(rewards, 0, out=torch.empty_like(rewards))  # 0/1 in the rewards' dtype
+    count = nonzero.sum(dim=-1)
+    position = nonzero @ positions  # of the nonzero reward, in a row that has one
+    return ((count == 0) | ((count == 1) & (position >= last_valid))).all()
+
+
+def group_shift(anchors: torch.Tensor, non_empty: torch.Tensor, groups: Groups, single: torch.Tensor) -> torch.Tensor:
+    """Per group (G,), the value its statistics are centred on: the largest of its non-empty rows' ``anchors``
+    (B,), each a reward of the row's own, so that a group of equal rewards centres to exact zeros and its
+    sums stay well conditioned; 0 for a ``single`` (G,) group, whose mean is 0 by verl's convention."""
+    return groups.max(anchors, non_empty).masked_fill(single, 0.0)
+
+
+def row_weights(lengths: torch.Tensor, weighting: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, from its valid-token count ``lengths`` (B,): the weight of each of its tokens in the group's
+    bag and the row's total weight (B,) each; 0 for an empty row.
+
+    ``inverse_length``: ``1 / L_i`` and 1 (every response weighs 1). ``uniform``: 1 and ``L_i``.
+    """
+    non_empty = (lengths > 0).to(lengths.dtype)
+    if weighting == "inverse_length":
+        return non_empty / lengths.clamp(min=1), non_empty
+    return non_empty, lengths
+
+
+def grpo_scale(variance: torch.Tensor, single: torch.Tensor, epsilon: float, norm_by_std: bool) -> torch.Tensor:
+    """Per group (G,), what the centred rewards are divided by: ``std + epsilon`` from the ``variance`` (G,),
+    with std 1 for a ``single`` (G,) group (verl's convention); 1 without normalisation (Dr.GRPO)."""
+    if not norm_by_std:
+        return torch.ones_like(variance)
+    return torch.where(single, 1.0, variance.sqrt()) + epsilon

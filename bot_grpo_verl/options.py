@@ -1,13 +1,69 @@
-"""Reading a frozen options dataclass strictly: from a section of verl's (hydra) config, or from the
-keyword arguments verl passes to a reward function."""
+"""Reading options strictly: a frozen options dataclass from a section of verl's (hydra) config or from the
+keyword arguments verl passes to a reward function, and single keys of verl's own config.
+
+Every value is checked against its field's type before the dataclass's ``__post_init__`` checks its range,
+and a wrong one raises ``ValueError`` naming the full key:
+
+- ``bool`` fields take ``true``/``false`` only: no strings (``"false"`` would be truthy), no numbers.
+- ``int`` and ``float`` fields take finite numbers only: no bools, no ``inf``/``nan``, no numeric strings;
+  an ``int`` field takes no float, a ``float`` field takes an int.
+- ``str`` fields take strings only.
+- ``X | None`` takes ``None`` as well; other annotations (tuples, lists) are left to ``__post_init__``.
+"""
 
 from __future__ import annotations
 
+import math
+import numbers
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+SIMPLE_TYPES = (bool, int, float, str)
+
+
+def check_option(path: str, value: Any, annotation: Any) -> None:
+    """Raise ``ValueError`` unless ``value`` fits ``annotation`` (see the module docstring).
+
+    Args:
+        path: the option's full key for the message (e.g. ``"algorithm.bot_grpo.epsilon"``).
+        value: the value read from the config.
+        annotation: the field's type: ``bool``, ``int``, ``float``, ``str``, one of them ``| None``, or
+            anything else (not checked).
+    """
+    is_union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    allowed = typing.get_args(annotation) if is_union else (annotation,)
+    kinds = [kind for kind in allowed if kind is not type(None)]
+    if len(kinds) != 1 or kinds[0] not in SIMPLE_TYPES or (value is None and type(None) in allowed):
+        return
+    kind = kinds[0]
+    if kind in (int, float):
+        number = numbers.Integral if kind is int else numbers.Real
+        valid = isinstance(value, number) and not isinstance(value, bool) and is_finite(value)
+    else:
+        valid = isinstance(value, kind)
+    if not valid:
+        finite = " finite" if kind in (int, float) else ""
+        raise ValueError(f"{path}={value!r} must be a{finite} {kind.__name__}, got {type(value).__name__}")
+
+
+def is_finite(number: numbers.Real) -> bool:
+    """Whether ``number`` is neither infinite nor NaN nor too large for a float."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
+
+
+def check_options(cls: type, options: Mapping, path: str) -> None:
+    """:func:`check_option` for each of ``options`` against the field of dataclass ``cls`` of that name."""
+    hints = typing.get_type_hints(cls)
+    for name, value in options.items():
+        check_option(f"{path}.{name}", value, hints[name])
 
 
 def options_from_config(cls: type[T], parent: Mapping | None, key: str, path: str) -> T:
@@ -20,7 +76,8 @@ def options_from_config(cls: type[T], parent: Mapping | None, key: str, path: st
         path: the options' full config path for error messages (e.g. ``"algorithm.bot_grpo"``).
 
     Raises:
-        ValueError: for a non-mapping section or unknown option names, listing the allowed ones.
+        ValueError: for a non-mapping section, unknown option names (listing the allowed ones), or a value
+            of the wrong type (see the module docstring).
     """
     options = parent.get(key) if parent is not None else None
     if options is None:
@@ -32,7 +89,20 @@ def options_from_config(cls: type[T], parent: Mapping | None, key: str, path: st
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f"unknown {path} option(s) {unknown}; allowed options are {allowed}")
+    check_options(cls, options, path)
     return cls(**options)
+
+
+def option_from_config(parent: Mapping | None, key: str, kind: type, default: Any, path: str) -> Any:
+    """One option ``parent[key]`` that is not part of an options dataclass (verl's own
+    ``algorithm.norm_adv_by_std_in_grpo``), checked as a field of type ``kind``; ``default`` when absent.
+
+    Raises:
+        ValueError: for a value of the wrong type, naming ``path``.
+    """
+    value = parent.get(key, default) if parent is not None else default
+    check_option(path, value, kind)
+    return value
 
 
 # Keyword arguments verl's reward loop passes to every custom reward function on its own.
@@ -49,10 +119,12 @@ def options_from_kwargs(cls: type[T], kwargs: Mapping, name: str) -> T:
         name: the reward function's name for error messages (e.g. ``"math_prm"``).
 
     Raises:
-        ValueError: for unknown option names, listing the allowed ones.
+        ValueError: for unknown option names (listing the allowed ones) or a value of the wrong type.
     """
     allowed = [field.name for field in fields(cls)]
     unknown = sorted(set(kwargs) - set(allowed) - set(VERL_REWARD_CALL_KWARGS))
     if unknown:
         raise ValueError(f"unknown {name} option(s) {unknown}; allowed options are {allowed}")
-    return cls(**{key: value for key, value in kwargs.items() if key in allowed})
+    options = {key: value for key, value in kwargs.items() if key in allowed}
+    check_options(cls, options, name)
+    return cls(**options)

@@ -108,14 +108,18 @@ def reference_suffix_mean(advantages, mask):
     return out
 
 
-def reference_pure(rewards, mask, index, temperature):
-    """PURE from its definition: softmin weights, min-form return-to-go, leave-one-out per-token baseline."""
+def reference_pure(rewards, mask, index, temperature, credit="min"):
+    """PURE from its definition: softmin weights (``"min"`` credit) or none (``"sum"``), return-to-go,
+    leave-one-out per-token baseline."""
     rewards, mask = rewards.double().tolist(), mask.tolist()
     returns = []
     for row, row_mask in zip(rewards, mask, strict=True):
         valid = [t for t, m in enumerate(row_mask) if m]
-        z = [math.exp(-row[t] / temperature) for t in valid]
-        weight = {t: value / sum(z) for t, value in zip(valid, z, strict=True)}
+        if credit == "min":
+            z = [math.exp(-(row[t] - min(row[s] for s in valid)) / temperature) for t in valid]
+            weight = {t: value / sum(z) for t, value in zip(valid, z, strict=True)}
+        else:
+            weight = dict.fromkeys(valid, 1.0)
         returns.append(
             [sum(weight[s] * row[s] for s in valid if s >= t) if row_mask[t] else 0.0 for t in range(len(row))]
         )

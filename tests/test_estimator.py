@@ -224,13 +224,24 @@ def test_affine_maps_of_rewards_leave_advantages_unchanged(batch, scale, shift, 
 
 
 @settings(max_examples=60, deadline=None)
-@given(groups(), st.floats(-1e4, 1e4, allow_nan=False, width=32), st.sampled_from(["auto", "always", "never"]))
-def test_a_group_of_equal_rewards_gets_exactly_zero(batch, value, broadcast):
+@given(groups(), st.floats(-1e4, 1e4, allow_nan=False, width=32), st.sampled_from(["auto", "never"]))
+def test_a_group_of_equal_token_rewards_gets_exactly_zero(batch, value, broadcast):
     rewards, mask, _ = batch
     index = np.array(["g"] * len(rewards), dtype=object)
     advantages, _ = compute_bot_grpo_advantage(value * mask, mask, index, algorithm_config(outcome_broadcast=broadcast))
-    if broadcast == "always":  # each row's sum is value * L_i, no longer equal across rows
-        return
+    assert torch.count_nonzero(advantages) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups(), st.floats(-1e4, 1e4, allow_nan=False, width=32), st.data())
+def test_a_group_of_equal_reward_sums_gets_exactly_zero_when_broadcast(batch, value, data):
+    # "always" compares row sums: one reward of ``value`` per row, anywhere in it, makes them all equal.
+    _, mask, _ = batch
+    index = np.array(["g"] * len(mask), dtype=object)
+    rewards = torch.zeros_like(mask)
+    for row in range(len(mask)):
+        rewards[row, data.draw(st.integers(0, mask.shape[1] - 1))] = value
+    advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, algorithm_config(outcome_broadcast="always"))
     assert torch.count_nonzero(advantages) == 0
 
 
@@ -255,21 +266,31 @@ def test_rewards_whose_squared_sums_overflow_are_refused_with_the_limit():
     assert torch.isfinite(advantages).all()
 
 
+# Every way a tensor's value reaches the host (a device-to-host sync on an accelerator).
+HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "numpy", "cpu", "__array__")
+
+
+def count_host_reads(monkeypatch) -> list[str]:
+    """Record every host read of a tensor's value until ``monkeypatch.undo()``."""
+    reads = []
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
+        monkeypatch.setattr(
+            torch.Tensor, name, lambda self, *a, _f=original, _n=name, **k: reads.append(_n) or _f(self, *a, **k)
+        )
+    return reads
+
+
 @pytest.mark.parametrize("broadcast", ["auto", "always", "never"])
 @pytest.mark.parametrize("dense", [True, False])
 def test_one_host_sync_per_call_and_inputs_left_untouched(monkeypatch, broadcast, dense):
     rewards, mask, index = random_batch(torch.Generator().manual_seed(3), dense=dense)
     mask = mask.long()  # as verl's agent loop builds it
     before = rewards.clone(), mask.clone()
-    syncs = []
-    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "numpy", "cpu"):
-        original = getattr(torch.Tensor, name)
-        monkeypatch.setattr(
-            torch.Tensor, name, lambda self, *a, _f=original, _n=name, **k: syncs.append(_n) or _f(self, *a, **k)
-        )
+    syncs = count_host_reads(monkeypatch)
     advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, algorithm_config(outcome_broadcast=broadcast))
     monkeypatch.undo()
-    assert syncs == ["tolist"]
+    assert len(syncs) == 1, syncs
     assert torch.equal(rewards, before[0]) and torch.equal(mask, before[1])
     expected = reference_bot_grpo(rewards, mask.float(), index, outcome_broadcast=broadcast)
     torch.testing.assert_close(advantages.double(), expected, atol=1e-5, rtol=1e-5)
@@ -279,7 +300,12 @@ def test_one_host_sync_per_call_and_inputs_left_untouched(monkeypatch, broadcast
     ("rewards", "mask", "index", "message"),
     [
         (torch.zeros(2, 3), torch.ones(2, 4), ["a", "b"], "response_mask shape"),
-        (torch.zeros(2, 3), torch.ones(2, 3), ["a"], "index .* length 1, expected .* 2"),
+        (
+            torch.zeros(2, 3),
+            torch.ones(2, 3),
+            ["a"],
+            r"index must hold one group label per row: shape \(2,\), got .* \(1,\)",
+        ),
         (torch.zeros(6), torch.ones(6), list("abcdef"), r"\(batch, response_length\)"),
         (torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3), ["a", "b"], "floating-point"),
     ],
@@ -314,11 +340,15 @@ def test_options_are_read_from_dict_and_missing_config_gives_defaults():
     torch.testing.assert_close(with_eps.double(), expected, atol=1e-5, rtol=1e-5)
 
 
-def test_empty_batch_and_zero_length_responses():
-    empty, _ = compute_bot_grpo_advantage(torch.zeros(0, 5), torch.zeros(0, 5), np.array([], dtype=object))
-    assert empty.shape == (0, 5)
-    no_tokens, _ = compute_bot_grpo_advantage(torch.zeros(3, 0), torch.zeros(3, 0), np.array(list("aab"), dtype=object))
-    assert no_tokens.shape == (3, 0)
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0)])
+def test_empty_batches_give_empty_advantages_and_are_still_checked(shape):
+    index = np.array(list("aab")[: shape[0]], dtype=object)
+    advantages, returns = compute_bot_grpo_advantage(torch.zeros(shape, dtype=torch.float64), torch.zeros(shape), index)
+    assert advantages.shape == shape and advantages.dtype == torch.float64 and returns is advantages
+    with pytest.raises(ValueError, match="index must hold one group label per row"):
+        compute_bot_grpo_advantage(torch.zeros(shape), torch.zeros(shape), np.array(["a"] * (shape[0] + 1)))
+    with pytest.raises(ValueError, match="epsilon=-1 must be a positive number"):
+        compute_bot_grpo_advantage(torch.zeros(shape), torch.zeros(shape), index, algorithm_config(epsilon=-1))
 
 
 # ---------------------------------------------------------------- return-to-go credit (ablation)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 from reference import reference_pure
-from test_estimator import random_batch
+from test_estimator import count_host_reads, random_batch
 from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
@@ -14,12 +14,12 @@ from bot_grpo_verl.pure import compute_pure_advantage
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("temperature", [0.1, 1.0, 10.0])
-def test_matches_the_definition(seed, temperature):
+@pytest.mark.parametrize(("temperature", "credit"), [(0.1, "min"), (1.0, "min"), (10.0, "min"), (0.1, "sum")])
+def test_matches_the_definition(seed, temperature, credit):
     rewards, mask, index = random_batch(torch.Generator().manual_seed(seed), num_groups=4, max_group=6)
-    config = OmegaConf.create({"pure": {"temperature": temperature}})
+    config = OmegaConf.create({"pure": {"temperature": temperature, "credit": credit}})
     advantages, returns = compute_pure_advantage(rewards, mask, index, config)
-    expected_advantages, expected_returns = reference_pure(rewards, mask, index, temperature)
+    expected_advantages, expected_returns = reference_pure(rewards, mask, index, temperature, credit)
     torch.testing.assert_close(advantages.double(), expected_advantages, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(returns.double(), expected_returns, atol=1e-5, rtol=1e-5)
 
@@ -62,3 +62,36 @@ def test_the_baseline_covers_only_what_is_left_of_a_response():
     rewards = torch.tensor([[1.0, -1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
     advantages, _ = compute_pure_advantage(rewards, torch.ones(2, 4), np.array(["a", "a"], dtype=object))
     assert advantages[0, -1].abs() < advantages[0, 2].abs() < advantages[0, 1].abs()
+
+
+def test_sum_credit_returns_the_plain_return_to_go():
+    # Same rewards as the min-form example above: the sum-form return counts every step, so the bad
+    # step's penalty is offset by the good steps after it (what PURE argues a PRM's reward lets a policy game).
+    rewards = torch.tensor([[1.0, -0.5, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    config = OmegaConf.create({"pure": {"credit": "sum"}})
+    advantages, returns = compute_pure_advantage(rewards, torch.ones(2, 4), np.array(["a", "a"], dtype=object), config)
+    torch.testing.assert_close(returns, torch.tensor([[2.5, 1.5, 2.0, 1.0], [4.0, 3.0, 2.0, 1.0]]))
+    # leave-one-out: each row's baseline is the other row's reward per token (1.0 and 2.5 / 4)
+    torch.testing.assert_close(advantages[0], returns[0] - 1.0 * torch.tensor([4.0, 3.0, 2.0, 1.0]))
+    torch.testing.assert_close(advantages[1], returns[1] - 0.625 * torch.tensor([4.0, 3.0, 2.0, 1.0]))
+
+
+def test_unknown_credit_is_refused_with_the_allowed_values():
+    with pytest.raises(ValueError, match=r"algorithm.pure.credit='max' is not one of \['min', 'sum'\]"):
+        compute_pure_advantage(
+            torch.zeros(2, 2), torch.ones(2, 2), np.array(["a", "a"]), OmegaConf.create({"pure": {"credit": "max"}})
+        )
+
+
+@pytest.mark.parametrize("credit", ["min", "sum"])
+def test_one_host_sync_per_call_and_inputs_left_untouched(monkeypatch, credit):
+    rewards, mask, index = random_batch(torch.Generator().manual_seed(3))
+    mask = mask.long()
+    before = rewards.clone(), mask.clone()
+    reads = count_host_reads(monkeypatch)
+    advantages, _ = compute_pure_advantage(rewards, mask, index, OmegaConf.create({"pure": {"credit": credit}}))
+    monkeypatch.undo()
+    assert len(reads) == 1, reads
+    assert torch.equal(rewards, before[0]) and torch.equal(mask, before[1])
+    expected, _ = reference_pure(rewards, mask, index, 0.1, credit)
+    torch.testing.assert_close(advantages.double(), expected, atol=1e-5, rtol=1e-5)
