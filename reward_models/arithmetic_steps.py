@@ -13,17 +13,19 @@ the answer step's characters carry the outcome (1 or 0, also the score). Every o
 ``a op b = c`` (integers, ``op`` one of ``+ - *``): it is evaluated with Python integers and its
 characters get ``+step_value`` if ``c`` is right, ``-step_value`` if it is wrong or the step is not of that
 form. See :class:`ArithmeticStepsConfig` for the scale, noise and clipping options of the stability
-experiment. Synchronous, pure and thread safe.
+experiment. Synchronous, deterministic and thread safe; the answer is checked in a worker process within
+the time and size limits of :mod:`reward_models.answer_check`.
 """
 
 # No ``from __future__ import annotations``: verl's loader does not register this module in sys.modules,
 # and dataclasses look string annotations up there (AttributeError at load time).
 import hashlib
+import numbers
 import random
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 # verl loads this file by path (importlib spec, not as a package member), so its sibling modules are
@@ -32,13 +34,16 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.append(_ROOT)
 
-from bot_grpo_verl.options import options_from_kwargs  # noqa: E402
+from bot_grpo_verl.options import check_options, options_from_kwargs  # noqa: E402
 from bot_grpo_verl.token_rewards import split_steps  # noqa: E402
-from reward_models.math_prm import BOXED, check_answer, find_final_answer  # noqa: E402
+from reward_models.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, check_answer, ground_truth_text  # noqa: E402
+from reward_models.math_prm import find_boxed  # noqa: E402
 
 # ``a op b = c`` with integers of at most 30 digits (bounds the cost of checking a step).
 STEP = re.compile(r"[ \t]*(-?\d{1,30})[ \t]*([-+*])[ \t]*(-?\d{1,30})[ \t]*=[ \t]*(-?\d{1,30})[ \t]*")
 OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+# Bound of step_value, scale, noise and clip: every step value stays a finite float (also in float32).
+MAX_MAGNITUDE = 1e6
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,13 @@ class ArithmeticStepsConfig:
             Bound the step values to [-clip, clip] (> 0); None leaves them unbounded.
         step_separator (`str`, *optional*, defaults to `"\n\n"`):
             Steps are the text between runs of this separator (`bot_grpo_verl.token_rewards.split_steps`).
+        answer_timeout_s (`float`, *optional*, defaults to `5.0`):
+            Wall-clock bound of the answer check, in (0, 600]; see `reward_models.answer_check` for its
+            limits. An answer refused or still running at this bound scores 0, with `answer_refused` = 1.
+
+    Every option is type-checked when the config is built (`bot_grpo_verl.options.check_options`:
+    finite numbers, not bool; so `noise=inf`, `nan` or `True` raise `ValueError`); `step_value`, `scale`,
+    `noise` and `clip` are at most 1e6 (:data:`MAX_MAGNITUDE`).
     """
 
     step_value: float = 1.0
@@ -74,18 +86,18 @@ class ArithmeticStepsConfig:
     noise: float = 0.0
     clip: float | None = None
     step_separator: str = "\n\n"
+    answer_timeout_s: float = TIMEOUT_S
 
     def __post_init__(self):
-        for name in ("step_value", "scale", "noise", "clip"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise ValueError(f"{name}={value!r} must be a number")
+        options = {field.name: getattr(self, field.name) for field in fields(self)}
+        check_options(type(self), options, "arithmetic_steps")
         checks = {
-            "step_value": self.step_value > 0,
-            "scale": self.scale > 0,
-            "noise": self.noise >= 0,
-            "clip": self.clip is None or self.clip > 0,
-            "step_separator": isinstance(self.step_separator, str) and bool(self.step_separator),
+            "step_value": 0 < self.step_value <= MAX_MAGNITUDE,
+            "scale": 0 < self.scale <= MAX_MAGNITUDE,
+            "noise": 0 <= self.noise <= MAX_MAGNITUDE,
+            "clip": self.clip is None or 0 < self.clip <= MAX_MAGNITUDE,
+            "step_separator": bool(self.step_separator),
+            "answer_timeout_s": 0 < self.answer_timeout_s <= MAX_TIMEOUT_S,
         }
         for name, valid in checks.items():
             if not valid:
@@ -119,36 +131,22 @@ def check_step(step: str) -> bool:
     return OPERATIONS[operation](int(left), int(right)) == int(result)
 
 
-def boxed_answer(text: str) -> tuple[int, int] | None:
-    r"""Character range ``[start, end)`` of the content of the last balanced ``\boxed{...}``, or None."""
-    answer = find_final_answer(text)
-    if answer is None or not text[: answer[0]].endswith(BOXED):
-        return None  # find_final_answer fell back to the last number: no boxed answer
-    return answer
-
-
-def _ground_truth_text(ground_truth) -> str:
-    if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int):
-        raise ValueError(f"ground_truth must be a string or an integer, got {ground_truth!r}")
-    text = str(ground_truth).strip()
-    if not text:
-        raise ValueError("ground_truth is blank")
-    return text
-
-
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
     """verl reward function: exact step checks and the math-verify outcome as token-level spans.
 
     Args:
         data_source: logged only (any value).
         solution_str: the decoded response (str).
-        ground_truth: the reference answer (str or int, e.g. ``"86"``); a math-verify-unparseable or blank
-            one raises ``ValueError``.
+        ground_truth: the reference answer (str or integer, numpy integers included, e.g. ``"86"``); a
+            missing one (None, NaN, blank, ``"nan"``: see ``reward_models.answer_check.ground_truth_text``),
+            one math-verify cannot parse, or one over the answer-check limits raises ``ValueError``.
         extra_info: verl's per-sample dict; not used.
         **kwargs: :class:`ArithmeticStepsConfig` options (verl's ``reward_kwargs``).
 
     Returns:
-        ``{"score", "spans", "acc", "steps", "steps_correct", "answer_found"}``: ``score`` = ``acc`` = the
+        ``{"score", "spans", "acc", "steps", "steps_correct", "answer_found", "answer_refused"}``:
+        ``answer_refused`` is 1.0 when the answer exceeded a check limit or ``answer_timeout_s`` (it then
+        scores 0, see :mod:`reward_models.answer_check`); ``score`` = ``acc`` = the
         outcome (1.0 or 0.0); ``spans`` = one ``(start, end, value)`` per step, tiling the response (see
         :func:`bot_grpo_verl.token_rewards.split_steps`); ``steps`` counts the checked (non-answer) steps,
         ``steps_correct`` the right ones; ``answer_found`` is 1.0 if a ``\\boxed{}`` answer exists. An empty
@@ -157,11 +155,14 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     config = ArithmeticStepsConfig.from_kwargs(kwargs)
     if not isinstance(solution_str, str):
         raise ValueError(f"solution_str must be a string, got {type(solution_str).__name__}")
-    truth = _ground_truth_text(ground_truth)
+    truth = ground_truth_text(ground_truth, numbers.Integral)
+    if truth is None:
+        raise ValueError(f"ground_truth is missing ({ground_truth!r}): every arithmetic sample needs its answer")
     ranges = split_steps(solution_str, config.step_separator)
-    answer = boxed_answer(solution_str)
+    answer = find_boxed(solution_str)
     # Called without an answer too, so a ground truth that math-verify cannot parse always raises.
-    outcome = float(check_answer(truth, solution_str[answer[0] : answer[1]] if answer else "")[0])
+    verdict = check_answer(truth, solution_str[answer[0] : answer[1]] if answer else None, config.answer_timeout_s)
+    outcome = float(verdict.correct)
     answer_step = next((k for k, (start, end) in enumerate(ranges) if answer and start <= answer[0] < end), None)
     checked = [k for k in range(len(ranges)) if k != answer_step]
     right = [check_step(solution_str[ranges[k][0] : ranges[k][1]]) for k in checked]
@@ -176,4 +177,5 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         "steps": float(len(checked)),
         "steps_correct": float(sum(right)),
         "answer_found": float(answer is not None),
+        "answer_refused": float(verdict.refused),
     }

@@ -16,13 +16,12 @@ scheme). It is synchronous and thread safe; verl calls it concurrently from its 
 
 # No ``from __future__ import annotations``: verl's loader does not register this module in sys.modules,
 # and dataclasses look string annotations up there (AttributeError at load time).
-import logging
 import re
 import sys
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from urllib.parse import urlsplit
 
 # verl loads this file by path (importlib spec, not as a package member), so its sibling modules are
 # imported through the repository root, put on sys.path once.
@@ -30,8 +29,9 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.append(_ROOT)
 
-from bot_grpo_verl.options import options_from_kwargs  # noqa: E402
+from bot_grpo_verl.options import check_options, options_from_kwargs  # noqa: E402
 from bot_grpo_verl.token_rewards import Span, split_steps  # noqa: E402
+from reward_models.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, check_answer, ground_truth_text  # noqa: E402
 from reward_models.prm import (  # noqa: E402
     AGGREGATIONS,
     BACKENDS,
@@ -44,12 +44,13 @@ from reward_models.prm import (  # noqa: E402
 )
 
 MISSING_GROUND_TRUTH = ("error", "process_only")
-# A final answer longer than this is not handed to math-verify (parsing cost) and counts as unparseable.
-MAX_ANSWER_CHARS = 1000
-# math-verify's timeouts use signal.alarm, which works in the main thread only.
-MATH_VERIFY_TIMEOUT_S = 5
+# Upper bounds of the endpoint options: each wait must fit the OS's timers, and a run must not stall for days.
+MAX_PRM_TIMEOUT_S = 3600.0
+MAX_PRM_RETRIES = 10
+MAX_PRM_BACKOFF_S = 60.0
 
 BOXED = "\\boxed{"
+BRACES = re.compile(r"\\boxed\{|[{}]")
 NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
 
 
@@ -88,14 +89,20 @@ class MathPRMConfig:
             PRM input length cap; steps past it are not scored (their characters get `score`) and
             `truncated` is 1. No cap for endpoints unless set.
         prm_step_tag (`str`, *optional*, defaults to the format's tag): text whose tokens follow each step.
-        prm_endpoint (`str`, *optional*): base URL of the vLLM server, e.g. `http://prm-host:8000`.
+        prm_endpoint (`str`, *optional*): base URL of the vLLM server, `http://` or `https://` and a host,
+            e.g. `http://prm-host:8000`.
         prm_endpoint_api (`str`, *optional*, defaults to `"pooling"`):
             `"pooling"` (vLLM's `/pooling`, one row per token or per step tag) or `"classify"` (vLLM's
             `/classify`, one request item per step prefix).
         prm_endpoint_model (`str`, *optional*): the `model` field of requests (vLLM's served model name).
-        prm_timeout_s (`float`, *optional*, defaults to `30.0`): timeout of each HTTP socket operation.
-        prm_retries (`int`, *optional*, defaults to `2`): retries after a failed HTTP attempt (not after 4xx).
-        prm_backoff_s (`float`, *optional*, defaults to `0.5`): wait before retry k is `prm_backoff_s * 2**k`.
+        prm_timeout_s (`float`, *optional*, defaults to `30.0`): deadline of each HTTP attempt as a whole
+            (connect, send, status line, headers, body), in (0, 3600]; a server that trickles bytes is cut
+            off at it. A request takes at most `(prm_retries + 1) * prm_timeout_s` plus the backoff waits.
+        prm_retries (`int`, *optional*, defaults to `2`): retries after a failed attempt, in [0, 10]. Retried:
+            connection errors, timeouts, dropped or garbled answers, HTTP 5xx, 408 and 429; not retried:
+            other 4xx and redirects. Every failure raises `reward_models.prm.PRMEndpointError` naming the URL.
+        prm_backoff_s (`float`, *optional*, defaults to `0.5`): wait before retry k is `prm_backoff_s * 2**k`;
+            in [0, 60].
         step_separator (`str`, *optional*, defaults to `"\n\n"`):
             Steps are the text between runs of this separator (`bot_grpo_verl.token_rewards.split_steps`).
         question_key (`str`, *optional*, defaults to `"question"`):
@@ -117,13 +124,25 @@ class MathPRMConfig:
             Bound every value to [-clip, clip] (the values already lie in [-1, 1], or [0, 1] with
             `symmetric=False`; a smaller bound trades resolution for stability).
         max_response_chars (`int`, *optional*, defaults to `65536`):
-            Only the first characters of a longer response are split and scored; the rest is covered by
-            no span (its tokens get `score`) and `truncated` is 1. The final answer is looked for in the
-            whole response.
+            Only the first characters of a longer response are split, scored and searched for the final
+            answer (every scan is linear in them); the rest is covered by no span (its tokens get
+            `score`) and `truncated` is 1.
         missing_ground_truth (`str`, *optional*, defaults to `"error"`):
             A ground truth that is None or blank: `"error"` raises `ValueError`; `"process_only"` scores
             the steps only (`outcome_weight` treated as 0, no answer span) and sets
-            `score = min(step values)` (PURE's min-form return; `g(0)` when no step is scored).
+            `score = min(step values)` (PURE's min-form return; `g(0)` when no step is scored). Missing
+            also covers NaN (pandas' missing value) and the strings a missing value becomes through
+            `astype(str)` (`"nan"`, `"None"`, `"<NA>"`, `"null"`); see
+            `reward_models.answer_check.ground_truth_text`.
+        answer_timeout_s (`float`, *optional*, defaults to `5.0`):
+            Wall-clock bound of one answer check, in (0, 600]. Checks run in worker processes within the
+            limits of `reward_models.answer_check` (answers over 1000 characters, brackets nested over 8
+            deep, numbers of over ~1000 digits such as `9^{9^{9}}` are refused at once); an answer refused
+            or still running at this bound scores as wrong (`g(0)`), with `answer_refused` = 1.
+
+    Every option is type-checked when the config is built (`bot_grpo_verl.options.check_options`:
+    numbers finite and not bool, bools true/false, strings strings), then range-checked; a bad value
+    raises `ValueError` naming it.
     """
 
     prm_format: str = "qwen"
@@ -151,8 +170,10 @@ class MathPRMConfig:
     clip: float | None = None
     max_response_chars: int = 65536
     missing_ground_truth: str = "error"
+    answer_timeout_s: float = TIMEOUT_S
 
     def __post_init__(self):
+        check_options(type(self), {field.name: getattr(self, field.name) for field in fields(self)}, "math_prm")
         choices = {
             "prm_format": FORMAT_NAMES,
             "prm_backend": BACKENDS,
@@ -166,14 +187,17 @@ class MathPRMConfig:
         checks = {
             "prm_batch_size": self.prm_batch_size >= 1,
             "prm_max_tokens": self.prm_max_tokens is None or self.prm_max_tokens >= 1,
-            "prm_timeout_s": self.prm_timeout_s > 0,
-            "prm_retries": self.prm_retries >= 0,
-            "prm_backoff_s": self.prm_backoff_s >= 0,
+            "prm_step_tag": self.prm_step_tag is None or bool(self.prm_step_tag),
+            "prm_endpoint": self.prm_endpoint is None or _is_http_url(self.prm_endpoint),
+            "prm_timeout_s": 0 < self.prm_timeout_s <= MAX_PRM_TIMEOUT_S,
+            "prm_retries": 0 <= self.prm_retries <= MAX_PRM_RETRIES,
+            "prm_backoff_s": 0 <= self.prm_backoff_s <= MAX_PRM_BACKOFF_S,
             "step_separator": bool(self.step_separator),
             "softmin_temperature": self.softmin_temperature > 0,
             "outcome_weight": 0.0 <= self.outcome_weight <= 1.0,
             "clip": self.clip is None or self.clip > 0,
             "max_response_chars": self.max_response_chars >= 1,
+            "answer_timeout_s": 0 < self.answer_timeout_s <= MAX_TIMEOUT_S,
         }
         for name, valid in checks.items():
             if not valid:
@@ -191,79 +215,56 @@ class MathPRMConfig:
         )
 
 
+def _is_http_url(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def find_boxed(text: str) -> tuple[int, int] | None:
+    r"""Character range ``[start, end)`` of the content of the last ``\boxed{...}`` whose braces balance.
+
+    One pass over the braces with a stack of the open ones (linear in ``text``, whatever its nesting): a
+    ``}`` closes the innermost open brace; of the closed ``\boxed{`` the one that starts last wins. None
+    when no ``\boxed{`` closes.
+    """
+    open_braces: list[int | None] = []  # content start of each open \boxed{, None for a plain {
+    last = None
+    for match in BRACES.finditer(text):
+        if match.group() != "}":
+            open_braces.append(match.end() if len(match.group()) > 1 else None)
+        elif open_braces:
+            start = open_braces.pop()
+            if start is not None and (last is None or start > last[0]):
+                last = (start, match.start())
+    return last
+
+
 def find_final_answer(text: str) -> tuple[int, int] | None:
     r"""Character range ``[start, end)`` of the final answer in ``text``, or None.
 
-    The content of the last ``\boxed{...}`` whose braces balance; without one, the last number (``-12``,
-    ``1,000``, ``3.5``; a fraction or expression must be boxed).
+    The content of the last ``\boxed{...}`` whose braces balance (:func:`find_boxed`); without one, the
+    last number (``-12``, ``1,000``, ``3.5``; a fraction or expression must be boxed). Linear in ``text``.
     """
-    start = text.rfind(BOXED)
-    while start != -1:
-        depth = 1
-        for index in range(start + len(BOXED), len(text)):
-            depth += {"{": 1, "}": -1}.get(text[index], 0)
-            if depth == 0:
-                return start + len(BOXED), index
-        start = text.rfind(BOXED, 0, start)
-    numbers = list(NUMBER.finditer(text))
-    return numbers[-1].span() if numbers else None
-
-
-def _math_verify_parse(text: str):
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-
-    return parse(
-        text if "$" in text else f"${text}$",
-        extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
-        fallback_mode="no_fallback",
-        parsing_timeout=_math_verify_timeout(),
-    )
-
-
-def _math_verify_timeout() -> int | None:
-    return MATH_VERIFY_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
-
-
-class _TimeoutDisabledFilter(logging.Filter):
-    """Drops math-verify's per-call warning that its timeout is off (it is, by design, off main thread)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Timeout is disabled" not in record.getMessage()
-
-
-for _name in ("math_verify.parser", "math_verify.grader"):
-    logging.getLogger(_name).addFilter(_TimeoutDisabledFilter())
-
-
-def check_answer(ground_truth: str, answer: str) -> tuple[bool, bool]:
-    """``(correct, parsed)``: whether math-verify accepts ``answer`` for ``ground_truth``, and whether it
-    could parse ``answer`` at all (an answer over :data:`MAX_ANSWER_CHARS` characters is not parsed).
-
-    Both are LaTeX or plain expressions, wrapped in ``$...$`` unless they contain a ``$``. A ground truth
-    math-verify cannot parse raises ``ValueError``. math-verify's own timeouts (signal based) apply in
-    the main thread only; in verl's executor threads the answer length cap bounds the work.
-    """
-    from math_verify import verify
-
-    gold = _math_verify_parse(ground_truth)
-    if not gold:
-        raise ValueError(f"math-verify cannot parse the ground truth {ground_truth!r}")
-    if len(answer) > MAX_ANSWER_CHARS:
-        return False, False
-    predicted = _math_verify_parse(answer)
-    if not predicted:
-        return False, False
-    return bool(verify(gold, predicted, timeout_seconds=_math_verify_timeout())), True
+    boxed = find_boxed(text)
+    if boxed is not None:
+        return boxed
+    last = None
+    for last in NUMBER.finditer(text):  # noqa: B007 - the loop keeps the last match
+        pass
+    return last.span() if last else None
 
 
 def step_texts(text: str, ranges: list[tuple[int, int]], separator: str) -> list[str]:
-    """The text the PRM sees for each step range: without its trailing separator run and outer whitespace."""
+    """The text the PRM sees for each step range: without its trailing separator run and outer whitespace.
+
+    The trailing run is matched as a leading run of the reversed separator in the reversed step (one
+    regex pass, linear however long the run).
+    """
+    trailing = re.compile(f"(?:{re.escape(separator[::-1])})*")
     texts = []
     for start, end in ranges:
         step = text[start:end]
-        while step.endswith(separator):
-            step = step[: -len(separator)]
-        texts.append(step.strip())
+        texts.append(step[: len(step) - trailing.match(step[::-1]).end()].strip())
     return texts
 
 
@@ -281,52 +282,57 @@ def with_span(spans: list[Span], start: int, end: int, value: float) -> list[Spa
     return sorted(result)
 
 
-def _ground_truth_text(ground_truth) -> str | None:
-    if ground_truth is None:
-        return None
-    if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float):
-        raise ValueError(f"ground_truth must be a string or a number, got {type(ground_truth).__name__}")
-    text = str(ground_truth).strip()
-    return text or None
-
-
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
     """verl reward function: PRM step values and the math-verify outcome as token-level spans.
 
     Args:
         data_source: logged only (any value).
         solution_str: the decoded response (str).
-        ground_truth: the reference answer (str or number); None or blank: see ``missing_ground_truth``.
+        ground_truth: the reference answer (str or number, numpy scalars included); None, NaN or blank: see
+            ``missing_ground_truth``; one math-verify cannot parse or that exceeds the answer-check
+            limits raises ``ValueError`` whatever the response.
         extra_info: verl's per-sample dict; ``extra_info[question_key]`` is shown to the PRM.
         **kwargs: :class:`MathPRMConfig` options (verl's ``reward_kwargs``).
 
     Returns:
         ``{"score", "spans", ...}`` per :mod:`bot_grpo_verl.token_rewards`, always with the same extra
         keys (verl gathers them per batch): ``acc`` (1 if the answer is correct), ``answer_found``,
-        ``answer_parsed``, ``steps``, ``steps_scored``, ``truncated`` (1 if characters or steps were left
-        unscored), ``empty_response`` (1 for an empty or whitespace-only response: no PRM call, score
-        ``g(0)``, one span of ``g(0)`` over the whitespace), ``prm_mean``/``prm_min`` (of P(correct); 0
-        when no step was scored).
+        ``answer_parsed``, ``answer_refused`` (1 if the answer exceeded a limit or ``answer_timeout_s``:
+        scored as wrong, see :mod:`reward_models.answer_check`), ``steps``, ``steps_scored``,
+        ``truncated`` (1 if characters or steps were left unscored), ``empty_response`` (1 for an empty
+        or whitespace-only response: no PRM call, score ``g(0)``, one span of ``g(0)`` over the
+        whitespace), ``prm_mean``/``prm_min`` (of P(correct); 0 when no step was scored).
     """
     config = MathPRMConfig.from_kwargs(kwargs)
     if not isinstance(solution_str, str):
         raise ValueError(f"solution_str must be a string, got {type(solution_str).__name__}")
-    truth = _ground_truth_text(ground_truth)
+    truth = ground_truth_text(ground_truth)
     if truth is None and config.missing_ground_truth == "error":
         raise ValueError(
             f"ground_truth is missing ({ground_truth!r}, data_source {data_source!r}); "
             "set reward_kwargs.missing_ground_truth=process_only to score such samples by the PRM alone"
         )
+    scored_text = solution_str[: config.max_response_chars]
+    answer = find_final_answer(scored_text)
+    # Checked before anything else (also without an answer), so a bad ground truth always raises.
+    verdict = (
+        check_answer(truth, scored_text[answer[0] : answer[1]] if answer else None, config.answer_timeout_s)
+        if truth is not None
+        else None
+    )
     low, high = to_values([0.0, 1.0], config.symmetric)
     bound = _bound(config.clip)
-    extra = dict(acc=0.0, answer_found=0.0, answer_parsed=0.0, steps=0.0, steps_scored=0.0, truncated=0.0,
-                 empty_response=0.0, prm_mean=0.0, prm_min=0.0)  # fmt: skip
+    extra = dict(acc=0.0, answer_found=float(answer is not None), answer_parsed=0.0, answer_refused=0.0, steps=0.0,
+                 steps_scored=0.0, truncated=0.0, empty_response=0.0, prm_mean=0.0, prm_min=0.0)  # fmt: skip
+    if verdict is not None:
+        extra.update(
+            acc=float(verdict.correct), answer_parsed=float(verdict.parsed), answer_refused=float(verdict.refused)
+        )
 
     if not solution_str.strip():
         spans = [(0, len(solution_str), bound(low))] if solution_str else []
         return {"score": bound(low), "spans": spans, **extra, "empty_response": 1.0}
 
-    scored_text = solution_str[: config.max_response_chars]
     ranges = split_steps(scored_text, config.step_separator)
     question = extra_info.get(config.question_key) if isinstance(extra_info, Mapping) else None
     probabilities = config.scorer().probabilities(
@@ -340,18 +346,14 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         prm_mean=sum(probabilities) / len(probabilities) if probabilities else 0.0,
         prm_min=min(probabilities, default=0.0),
     )
-    answer = find_final_answer(solution_str)
-    extra["answer_found"] = float(answer is not None)
-
-    if truth is None:
+    if verdict is None:
         score = bound(min(process, default=low))
         spans = [
             (start, end, bound(value)) for (start, end), value in zip(ranges[: len(process)], process, strict=True)
         ]
         return {"score": score, "spans": spans, **extra}
 
-    correct, parsed = check_answer(truth, solution_str[answer[0] : answer[1]]) if answer else (False, False)
-    outcome = high if correct else low
+    outcome = high if verdict.correct else low
     weight = config.outcome_weight
     spans = [
         (start, end, bound((1.0 - weight) * value + weight * outcome))
@@ -359,7 +361,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     ]
     if answer and answer[1] > answer[0]:
         spans = with_span(spans, answer[0], answer[1], bound(outcome))
-    extra.update(acc=float(correct), answer_parsed=float(parsed))
     return {"score": bound(outcome), "spans": spans, **extra}
 
 

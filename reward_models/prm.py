@@ -13,24 +13,31 @@ at the tag's token. Three public formats (:data:`FORMATS`):
   2 p(+) - 1, i.e. :func:`to_values` with ``symmetric=True`` of P(correct) = softmax(logits)[1].
 
 Two backends score the encoded steps: :class:`LocalPRM` (a ``transformers`` model in this process, batched,
-``torch.no_grad``) and :class:`EndpointPRM` (a vLLM server's ``/pooling`` or ``/classify`` HTTP API, with
-bounded retries and timeouts). :func:`get_scorer` builds a :class:`StepScorer` once per process and
-:class:`ScorerSettings`, and shares it between threads; concurrent calls are gathered into batches by
-:class:`MicroBatcher`. :func:`to_values` and :func:`aggregate` shape the probabilities into step rewards.
+``torch.no_grad``) and :class:`EndpointPRM` (a vLLM server's ``/pooling`` or ``/classify`` HTTP API through
+:func:`post_json`: one deadline per attempt, bounded retries, every failure a :class:`PRMEndpointError`).
+:func:`get_scorer` builds a :class:`StepScorer` once per process and :class:`ScorerSettings`, and shares
+it between threads; concurrent calls are gathered into batches by :class:`MicroBatcher`. :func:`to_values`
+and :func:`aggregate` shape the probabilities into step rewards.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import math
+import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 FORMAT_NAMES = ("qwen", "math_shepherd", "pure")
+# An endpoint's answer larger than this is refused (an endless body must not exhaust memory).
+MAX_ANSWER_BYTES = 256 * 2**20
+# HTTP statuses retried besides 5xx: Request Timeout, Too Many Requests.
+RETRIED_STATUSES = (408, 429)
 BACKENDS = ("local", "endpoint")
 ENDPOINT_APIS = ("pooling", "classify")
 AGGREGATIONS = ("step", "min", "softmin")
@@ -83,6 +90,90 @@ FORMATS = {
 
 class PRMEndpointError(RuntimeError):
     """A served PRM did not answer usably; the message names the endpoint."""
+
+
+class _RetryableFailure(Exception):
+    """One failed HTTP attempt worth retrying; the message says what failed."""
+
+
+def post_json(url: str, body: dict, timeout_s: float, retries: int, backoff_s: float):
+    """POST ``body`` as JSON to ``url`` and return the decoded JSON answer: the transport of :class:`EndpointPRM`.
+
+    Each attempt has one deadline of ``timeout_s`` for all of it (connect, send, status line, headers,
+    body): a watchdog shuts the socket down when it passes, so a server that trickles bytes cannot hold
+    the request (name resolution excepted). ``retries`` more attempts follow a retryable failure, waiting
+    ``backoff_s * 2**k`` before retry ``k + 1``.
+
+    Retryable: connection errors and timeouts, a dropped or cut answer (``IncompleteRead``), a non-HTTP
+    answer (``BadStatusLine``) and other protocol errors, a body that is not JSON, HTTP 5xx, 408 and 429.
+    Not retried: other 4xx, redirects, and an answer over :data:`MAX_ANSWER_BYTES`.
+
+    Raises:
+        PRMEndpointError: for every failure, naming ``url``, the attempts and the last failure.
+    """
+    payload = json.dumps(body).encode()
+    failure = "no attempt"
+    for attempt in range(retries + 1):
+        if attempt:
+            time.sleep(backoff_s * 2 ** (attempt - 1))
+        try:
+            return _post_once(url, payload, timeout_s)
+        except _RetryableFailure as error:
+            failure = str(error)
+    raise PRMEndpointError(f"PRM endpoint {url} failed {retries + 1} times (deadline {timeout_s} s each): {failure}")
+
+
+def _post_once(url: str, payload: bytes, timeout_s: float):
+    parts = urlsplit(url)
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = connection_class(parts.hostname, parts.port, timeout=timeout_s)
+    expired = threading.Event()
+    watchdog = threading.Timer(timeout_s, _cut, (connection, expired))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        connection.connect()
+        if not expired.is_set():
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            connection.request("POST", target, body=payload, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            data = response.read(MAX_ANSWER_BYTES + 1)
+    except (OSError, http.client.HTTPException) as error:  # refused, reset, timed out, dropped, not HTTP
+        if not expired.is_set():
+            raise _RetryableFailure(f"{type(error).__name__}: {error}") from None
+    finally:
+        watchdog.cancel()
+        connection.close()
+    if expired.is_set():
+        raise _RetryableFailure(f"no complete answer within the deadline of {timeout_s} s")
+    return _decode(url, response, data)
+
+
+def _cut(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
+    """The watchdog: mark the attempt expired and wake whatever waits on its socket."""
+    expired.set()
+    sock = connection.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):  # already closed
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, also under TLS
+
+
+def _decode(url: str, response: http.client.HTTPResponse, data: bytes):
+    if len(data) > MAX_ANSWER_BYTES:
+        raise PRMEndpointError(f"PRM endpoint {url} answered more than {MAX_ANSWER_BYTES} bytes")
+    if response.length:  # what the server announced in Content-Length and did not send
+        raise _RetryableFailure(f"IncompleteRead: the answer ended {response.length} bytes short")
+    detail = f"HTTP {response.status} {data[:300].decode(errors='replace')}"
+    if response.status >= 500 or response.status in RETRIED_STATUSES:
+        raise _RetryableFailure(detail)
+    if not 200 <= response.status < 300:
+        location = response.getheader("Location")
+        redirect = f" (redirects to {location}: set prm_endpoint to the final URL)" if location else ""
+        raise PRMEndpointError(f"PRM endpoint {url} rejected the request: {detail}{redirect}")
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as error:  # not JSON, or nested past the parser's recursion limit
+        raise _RetryableFailure(f"the answer is not JSON ({type(error).__name__}): {data[:100]!r}") from None
 
 
 def encode_steps(
@@ -192,9 +283,9 @@ class EndpointPRM:
       vLLM answers ``{"data": [{"index": j, "probs": row, ...}, ...]}``.
 
     Each row must be a probability distribution (the server applies the head's softmax, vLLM's default);
-    P(correct) is column ``fmt.served_positive_column``. A request is tried ``retries + 1`` times, each
-    with ``timeout_s`` per socket operation, waiting ``backoff_s * 2**k`` before retry ``k + 1``; HTTP 4xx
-    answers are not retried. Failures raise :class:`PRMEndpointError` naming the URL.
+    P(correct) is column ``fmt.served_positive_column``. Requests go through :func:`post_json` (a deadline
+    of ``timeout_s`` per attempt, ``retries`` retries with backoff); every failure, of the transport or of
+    the answer's shape, raises :class:`PRMEndpointError` naming the URL.
     """
 
     def __init__(
@@ -253,7 +344,8 @@ class EndpointPRM:
 
     def _positive(self, row) -> float:
         column = self.fmt.served_positive_column
-        valid = isinstance(row, list) and len(row) > column and all(isinstance(v, int | float) for v in row)
+        valid = isinstance(row, list) and len(row) > column
+        valid = valid and all(isinstance(v, int | float) and not isinstance(v, bool) for v in row)
         if not valid or not all(0.0 <= v <= 1.0 for v in row) or abs(sum(row) - 1.0) > 1e-3:
             raise PRMEndpointError(
                 f"PRM endpoint {self.url}/{self.api} returned {row!r}, not a probability distribution with column "
@@ -262,34 +354,18 @@ class EndpointPRM:
         return float(row[column])
 
     def _post(self, path: str, body: dict) -> list[dict]:
+        """The items of the answer's ``data`` list, in the order of their ``index`` (their position if absent)."""
         url = f"{self.url}/{path}"
         if self.model is not None:
             body = {"model": self.model, **body}
-        payload = json.dumps(body).encode()
-        last_error = "no attempt"
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            request = urllib.request.Request(url, data=payload, headers={"Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    answer = json.loads(response.read())
-            except urllib.error.HTTPError as error:
-                detail = error.read()[:300].decode(errors="replace")
-                if error.code < 500:
-                    raise PRMEndpointError(
-                        f"PRM endpoint {url} rejected the request: HTTP {error.code} {detail}"
-                    ) from None
-                last_error = f"HTTP {error.code} {detail}"
-            except (OSError, ValueError) as error:  # refused, reset, timed out (OSError); bad JSON (ValueError)
-                last_error = f"{type(error).__name__}: {error}"
-            else:
-                if not isinstance(answer, dict) or not isinstance(answer.get("data"), list):
-                    raise PRMEndpointError(f"PRM endpoint {url} answered without a 'data' list: {str(answer)[:300]}")
-                return sorted(answer["data"], key=lambda item: item.get("index", 0))
-        raise PRMEndpointError(
-            f"PRM endpoint {url} failed {self.retries + 1} times (timeout {self.timeout_s} s each): {last_error}"
-        )
+        answer = post_json(url, body, self.timeout_s, self.retries, self.backoff_s)
+        items = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise PRMEndpointError(f"PRM endpoint {url} answered without a 'data' list of objects: {str(answer)[:300]}")
+        indices = [item.get("index", position) for position, item in enumerate(items)]
+        if len(set(indices)) != len(items) or set(indices) != set(range(len(items))):
+            raise PRMEndpointError(f"PRM endpoint {url} answered with indices {indices[:20]}, not 0..{len(items) - 1}")
+        return [items[position] for position in sorted(range(len(items)), key=indices.__getitem__)]
 
 
 class MicroBatcher:

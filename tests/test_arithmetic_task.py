@@ -96,6 +96,7 @@ def test_correct_response_every_step_plus_one_and_the_answer_carries_the_outcome
         "steps": 3.0,
         "steps_correct": 3.0,
         "answer_found": 1.0,
+        "answer_refused": 0.0,
     }
     parsed = parse_reward_result(result, len(RESPONSE))
     assert parsed.score == 1.0 and len(parsed.spans) == 4

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MATH_PRM_PATH = str(ROOT / "reward_models" / "math_prm.py")
 sys.path.insert(0, str(ROOT))
 
-from reward_models import math_prm, prm  # noqa: E402
+from reward_models import answer_check, math_prm, prm  # noqa: E402
 
 QUESTION = "What is 1/4 + 1/4?"
 RESPONSE = "Step 1: 1/4 + 1/4 = 2/4.\n\nStep 2: 2/4 = 1/2 because 2 + 2 = 4.\n\nThe answer is \\boxed{\\frac{1}{2}}."
@@ -132,14 +132,19 @@ def test_find_final_answer(text, answer):
 
 
 def test_check_answer_correct_incorrect_unparseable():
-    assert math_prm.check_answer("0.5", "\\frac{1}{2}") == (True, True)
-    assert math_prm.check_answer("\\frac{1}{2}", "\\dfrac12") == (True, True)
-    assert math_prm.check_answer("1000", "1,000") == (True, True)
-    assert math_prm.check_answer("5", "4") == (False, True)
-    assert math_prm.check_answer("5", "\\frac{") == (False, False)
-    assert math_prm.check_answer("5", "1" * (math_prm.MAX_ANSWER_CHARS + 1)) == (False, False)
-    with pytest.raises(ValueError, match="cannot parse the ground truth"):
-        math_prm.check_answer("\\frac{", "5")
+    def verdict(ground_truth, answer):
+        return math_prm.check_answer(ground_truth, answer)[:3]  # (correct, parsed, refused)
+
+    assert verdict("0.5", "\\frac{1}{2}") == (True, True, False)
+    assert verdict("\\frac{1}{2}", "\\dfrac12") == (True, True, False)
+    assert verdict("1000", "1,000") == (True, True, False)
+    assert verdict("5", "4") == (False, True, False)
+    assert verdict("5", "\\frac{") == (False, False, False)
+    assert verdict("5", None) == (False, False, False)
+    assert verdict("5", "1" * (answer_check.MAX_ANSWER_CHARS + 1)) == (False, False, True)
+    for answer in ("5", None):
+        with pytest.raises(ValueError, match="ground truth .* cannot be checked: math-verify cannot parse it"):
+            math_prm.check_answer("\\frac{", answer)
 
 
 def test_value_maps_and_aggregations():
@@ -342,7 +347,7 @@ def test_slow_endpoint_times_out_within_bounds(prm_dirs):
     with served(prm_dirs, "qwen", delay_s=1.0) as (server, url):
         scorer = endpoint_config(prm_dirs, "qwen", url, prm_timeout_s=0.2, prm_retries=1).scorer()
         started = time.monotonic()
-        with pytest.raises(prm.PRMEndpointError, match=rf"{url}/pooling failed 2 times .*timed out"):
+        with pytest.raises(prm.PRMEndpointError, match=rf"{url}/pooling failed 2 times .*(timed out|deadline)"):
             scorer.probabilities(QUESTION, STEPS)
         assert time.monotonic() - started < 1.5
         assert len(server.requests) == 2
@@ -449,13 +454,15 @@ def test_empty_and_whitespace_responses(prm_dirs, text):
 
 
 def test_gigantic_response_is_capped_and_says_so(prm_dirs):
-    text = "Step: 1 + 1 = 2.\n\n" * 5000 + "So \\boxed{2}"
+    text = "So \\boxed{2}.\n\n" + "Step: 1 + 1 = 2.\n\n" * 5000 + "So \\boxed{3}"
     result = math_prm.compute_score("m", text, "2", None, **options(prm_dirs, max_response_chars=300))
     assert result["truncated"] == 1.0 and result["acc"] == 1.0 and result["score"] == 1.0
     assert result["steps"] == result["steps_scored"] == len(split_steps(text[:300]))
-    *step_spans, answer_span = result["spans"]
-    assert step_spans[-1][1] == 300 and answer_span == (len(text) - 2, len(text) - 1, 1.0)
+    assert result["spans"][-1][1] == 300 and (10, 11, 1.0) in result["spans"]  # the answer in the prefix
     parse_reward_result(result, len(text))
+    unseen = math_prm.compute_score("m", text[15:], "3", None, **options(prm_dirs, max_response_chars=300))
+    assert unseen["acc"] == 0.0 and unseen["score"] == -1.0  # the boxed 3 past the prefix is not read
+    assert max(end for _, end, _ in unseen["spans"]) <= 300
     scorer = config(prm_dirs).scorer()
     _, positions = prm.encode_steps(scorer.tokenizer, scorer.fmt, "", STEPS)
     cap = options(prm_dirs, prm_max_tokens=positions[1] + 1)
