@@ -111,12 +111,10 @@ def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardCon
             ``token_rewards``) and the function's extra keys.
     """
     text, ranges = token_char_ranges(tokenizer, response_ids)
-    parsed = parse_reward_result(result, len(text))
     length = len(ranges)
+    parsed = parse_reward_result(result, len(text), length)
     if parsed.token_rewards is not None:
-        if len(parsed.token_rewards) != length:
-            raise ValueError(f"'token_rewards' has {len(parsed.token_rewards)} values for {length} response tokens")
-        rewards = np.asarray(parsed.token_rewards, dtype=np.float64)
+        rewards = parsed.token_rewards
         covered = np.ones(length, dtype=bool)
     elif parsed.spans and options.placement == "step_end":
         rewards, covered = step_end_rewards(ranges, parsed.spans, parsed.score, len(text))

@@ -3,12 +3,35 @@
 A verl custom reward function (``compute_score(data_source, solution_str, ground_truth, extra_info,
 **kwargs)``, sync or async) returns either
 
-- a float: the outcome score only (BoT-GRPO then reduces to GRPO), or
-- a dict with ``"score"`` (float, the outcome) plus at most one of
-  - ``"token_rewards"``: one value per response token (the response's valid tokens, in order);
+- a number: the outcome score only (BoT-GRPO then reduces to GRPO), or
+- a dict with ``"score"`` (the outcome) plus at most one of
+  - ``"token_rewards"``: one value per response token: the response's valid tokens in order, EOS
+    included when the policy generated it;
   - ``"spans"``: ``(char_start, char_end, value)`` triples over ``solution_str``, half-open
     ``[char_start, char_end)``; tokens that no span covers get the outcome score;
-  and any other scalar keys, which are logged like verl's ``reward_extra_info``.
+  and any other keys with scalar values, which are logged like verl's ``reward_extra_info``.
+
+What is accepted (anything else raises ``ValueError`` naming the key, span or index; the ``bot_token``
+manager adds the sample's uid and data source and fails the step rather than train on a guess):
+
+- Numbers (the score, span values, token rewards): ``int``, ``float`` and NumPy scalars such as
+  ``np.float32``, finite. Refused: ``bool``, strings such as ``"0.5"``, arrays and tensors (call
+  ``.item()``), NaN and infinities.
+- Span bounds: ``int`` or NumPy integers (not ``bool``) with ``0 <= char_start <= char_end <=
+  len(solution_str)``. An empty span covers nothing; where spans overlap, the one listed later owns the
+  shared characters. ``spans`` is any sequence or iterable of such triples (not a string or a dict).
+- ``token_rewards``: a list or tuple of numbers, or a 1-D integer or float array (NumPy, or a CPU tensor),
+  with exactly as many values as the response has tokens.
+- ``"spans": None`` or ``"token_rewards": None`` counts as absent; both present is an error; an empty
+  ``spans`` gives every token the score.
+- Extra keys: numbers or bools (logged as 0 or 1), finite. Reserved: ``score``, ``spans`` and
+  ``token_rewards`` (this contract), ``token_reward_mean`` and ``span_coverage`` (the manager logs them
+  itself; a function that returns them gets an error naming them).
+
+Edge cases with a defined result: an empty response (no valid token) takes ``token_rewards=[]`` and
+spans ``(0, 0, v)`` only, and gets no token rewards; a response whose text is empty (only special
+tokens, such as a lone EOS) gives every token the score; U+FFFD in ``solution_str`` (ids that decode to
+invalid UTF-8) is a character like any other for spans.
 
 :func:`line_spans`, :func:`step_spans` and :func:`split_steps` turn per-line and per-step values into
 spans, the form that compilers, parsers and PRM step splitters naturally produce.
@@ -19,12 +42,16 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Mapping, Sequence
+import reprlib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 Span = tuple[int, int, float]
 
 RESERVED_KEYS = ("score", "token_rewards", "spans")
+MANAGER_LOG_KEYS = ("token_reward_mean", "span_coverage")  # logged by the bot_token manager itself
 
 
 @dataclass(frozen=True)
@@ -34,73 +61,131 @@ class TokenRewardResult:
     Attributes:
         score: the outcome score.
         spans: ``(char_start, char_end, value)`` over the response text, or None.
-        token_rewards: one value per valid response token, or None.
+        token_rewards: float64 array of shape (L,), one value per valid response token, or None.
         extra: the other scalar keys of the returned dict (logged, never used as rewards).
     """
 
     score: float
     spans: tuple[Span, ...] | None = None
-    token_rewards: tuple[float, ...] | None = None
+    token_rewards: np.ndarray | None = None
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def _finite(value, what: str) -> float:
+def _shown(value) -> str:
+    return f"{type(value).__name__} {reprlib.repr(value)}"
+
+
+def _is_number_type(kind: type) -> bool:
+    return issubclass(kind, numbers.Real) and not issubclass(kind, bool | np.bool_)
+
+
+def _is_number(value) -> bool:
+    return _is_number_type(type(value))
+
+
+def _number(value, what: str) -> float:
+    """``value`` as a finite float, or ``ValueError`` naming ``what``."""
+    if not _is_number(value):
+        raise ValueError(f"{what} must be a number (int, float or NumPy scalar), got {_shown(value)}")
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a number, got {value!r}") from None
+    except OverflowError:
+        raise ValueError(f"{what} is too large for a float: {reprlib.repr(value)}") from None
     if not math.isfinite(number):
         raise ValueError(f"{what} is not finite: {number}")
     return number
 
 
-def parse_reward_result(result, text_length: int) -> TokenRewardResult:
+def _index(value, what: str) -> int:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{what} must be an integer (int or NumPy integer), got {_shown(value)}")
+    return int(value)
+
+
+def parse_reward_result(result, text_length: int, token_count: int | None = None) -> TokenRewardResult:
     """Check a reward function's return value against the contract; raise ``ValueError`` naming the problem.
 
-    ``text_length`` is ``len(solution_str)``: spans must lie within it.
+    Args:
+        result: what the reward function returned.
+        text_length: ``len(solution_str)``: spans must lie within it.
+        token_count: the response's valid tokens, which ``token_rewards`` must match (None: not checked).
     """
     if not isinstance(result, Mapping):
-        if isinstance(result, bool) or not isinstance(result, int | float):
-            raise ValueError(
-                f"a reward function must return a float or a dict with 'score', got {type(result).__name__}"
-            )
-        return TokenRewardResult(score=_finite(result, "score"))
+        if not _is_number(result):
+            raise ValueError(f"a reward function must return a number or a dict with 'score', got {_shown(result)}")
+        return TokenRewardResult(score=_number(result, "score"))
     if "score" not in result:
-        raise ValueError(f"the returned dict has no 'score' key (keys: {sorted(result)})")
-    score = _finite(result["score"], "score")
+        raise ValueError(f"the returned dict has no 'score' key (keys: {sorted(map(str, result))})")
+    score = _number(result["score"], "score")
+    clashes = [key for key in MANAGER_LOG_KEYS if key in result]
+    if clashes:
+        raise ValueError(f"keys {clashes} are reserved: the bot_token manager logs its own {list(MANAGER_LOG_KEYS)}")
     if result.get("spans") is not None and result.get("token_rewards") is not None:
         raise ValueError("return either 'spans' or 'token_rewards', not both")
+    spans = None if result.get("spans") is None else _parse_spans(result["spans"], text_length)
+    token_rewards = result.get("token_rewards")
+    if token_rewards is not None:
+        token_rewards = _parse_token_rewards(token_rewards, token_count)
+    extra = {key: _extra_value(key, value) for key, value in result.items() if key not in RESERVED_KEYS}
+    return TokenRewardResult(score, spans, token_rewards, extra)
 
-    spans = None
-    if result.get("spans") is not None:
-        spans = []
-        for number, span in enumerate(result["spans"]):
-            if not isinstance(span, Sequence) or len(span) != 3:
-                raise ValueError(f"span {number} must be (char_start, char_end, value), got {span!r}")
-            start, end, value = span
-            if not (isinstance(start, int) and isinstance(end, int)) or isinstance(start, bool):
-                raise ValueError(f"span {number} {span!r}: char_start and char_end must be integers")
-            if not 0 <= start <= end <= text_length:
-                raise ValueError(
-                    f"span {number} {span!r} is out of range or reversed: need 0 <= start <= end <= {text_length}"
-                )
-            spans.append((start, end, _finite(value, f"span {number} value")))
-        spans = tuple(spans)
 
-    token_rewards = None
-    if result.get("token_rewards") is not None:
-        token_rewards = tuple(
-            _finite(value, f"token_rewards[{number}]") for number, value in enumerate(result["token_rewards"])
-        )
+def _parse_spans(spans, text_length: int) -> tuple[Span, ...]:
+    if isinstance(spans, str | bytes | Mapping) or not isinstance(spans, Iterable):
+        raise ValueError(f"'spans' must be a list of (char_start, char_end, value) triples, got {_shown(spans)}")
+    parsed = []
+    for number, span in enumerate(spans):
+        if isinstance(span, str | bytes) or not isinstance(span, Sequence) or len(span) != 3:
+            raise ValueError(f"span {number} must be (char_start, char_end, value), got {_shown(span)}")
+        start = _index(span[0], f"span {number} char_start")
+        end = _index(span[1], f"span {number} char_end")
+        if not 0 <= start <= end <= text_length:
+            raise ValueError(
+                f"span {number} {span!r} is out of range or reversed: need 0 <= start <= end <= {text_length}"
+            )
+        parsed.append((start, end, _number(span[2], f"span {number} value")))
+    return tuple(parsed)
 
-    extra = {}
-    for key, value in result.items():
-        if key in RESERVED_KEYS:
-            continue
-        if not isinstance(value, numbers.Real):
-            raise ValueError(f"extra key {key!r} must be a scalar number (verl averages it), got {value!r}")
-        extra[key] = float(value)
-    return TokenRewardResult(score=score, spans=spans, token_rewards=token_rewards, extra=extra)
+
+def _parse_token_rewards(values, token_count: int | None) -> np.ndarray:
+    """``values`` as a float64 array of shape (token_count,)."""
+    if isinstance(values, list | tuple):
+        wrong = {kind for kind in set(map(type, values)) if not _is_number_type(kind)}
+        if wrong:
+            number, value = next((number, value) for number, value in enumerate(values) if type(value) in wrong)
+            raise ValueError(
+                f"token_rewards[{number}] must be a number (int, float or NumPy scalar), got {_shown(value)}"
+            )
+        try:
+            array = np.array(values, dtype=np.float64)
+        except OverflowError:
+            raise ValueError("'token_rewards' holds an integer too large for a float") from None
+    else:
+        try:
+            array = np.asarray(values)
+        except (TypeError, ValueError, RuntimeError) as error:  # a GPU tensor, a ragged nesting
+            raise ValueError(f"'token_rewards' must be a list of numbers or a 1-D array: {error}") from None
+        if array.ndim != 1 or array.dtype.kind not in "iuf":
+            raise ValueError(
+                "'token_rewards' must be a list of numbers or a 1-D integer or float array, got "
+                f"{type(values).__name__} of shape {array.shape} and dtype {array.dtype}"
+            )
+        array = array.astype(np.float64)
+    not_finite = np.flatnonzero(~np.isfinite(array))
+    if not_finite.size:
+        raise ValueError(f"token_rewards[{not_finite[0]}] is not finite: {array[not_finite[0]]}")
+    if token_count is not None and len(array) != token_count:
+        raise ValueError(f"'token_rewards' has {len(array)} values for {token_count} response tokens")
+    return array
+
+
+def _extra_value(key, value) -> float:
+    """A logged key's value: a finite number, or a bool logged as 0 or 1."""
+    if isinstance(value, bool | np.bool_):
+        return float(value)
+    if not _is_number(value):
+        raise ValueError(f"extra key {key!r} must be a number or a bool (verl averages it), got {_shown(value)}")
+    return _number(value, f"extra key {key!r}")
 
 
 def split_steps(text: str, separator: str = "\n\n") -> list[tuple[int, int]]:

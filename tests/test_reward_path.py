@@ -4,6 +4,7 @@ assembly, and the estimator at the end of the chain."""
 import asyncio
 import pickle
 import textwrap
+from dataclasses import fields
 
 import cloudpickle
 import numpy as np
@@ -20,7 +21,7 @@ from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.trainer.ppo.reward import load_reward_manager
 
-from bot_grpo_verl.reward_manager import BoTTokenRewardManager, TokenRewardScore
+from bot_grpo_verl.reward_manager import BoTTokenRewardManager, TokenRewardConfig, TokenRewardScore
 from bot_grpo_verl.verl_compat import reward_extra_metrics
 
 REWARD_FUNCTIONS = textwrap.dedent(
@@ -54,6 +55,17 @@ REWARD_FUNCTIONS = textwrap.dedent(
 
     def crashes(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
         raise RuntimeError("compiler crashed")
+
+    def numpy_scalars(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        import numpy as np
+
+        return {"score": np.float32(0.5), "spans": [(np.int64(0), np.int64(len(solution_str)), np.float64(-1))]}
+
+    def reserved_key(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        return {"score": 1.0, "span_coverage": 0.5}
+
+    def string_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        return {"score": "0.5"}
     """
 )
 
@@ -197,6 +209,8 @@ def test_clip_range_and_outcome_weight_options(tokenizer_dir, functions_file):
         ("nan_span", "span 0 value is not finite"),
         ("reversed_span", "out of range or reversed"),
         ("crashes", "RuntimeError: compiler crashed"),
+        ("reserved_key", r"keys \['span_coverage'\] are reserved"),
+        ("string_score", "score must be a number .*got str '0.5'"),
     ],
 )
 def test_bad_results_name_the_sample(tokenizer_dir, functions_file, function, message):
@@ -229,6 +243,28 @@ def test_token_reward_score_survives_pickling_as_ray_does():
     for module in (pickle, cloudpickle):
         copy = module.loads(module.dumps(score))
         assert isinstance(copy, TokenRewardScore) and copy == 1.5 and copy.token_rewards == (0.1, -0.2)
+
+
+@pytest.mark.parametrize("manager", ["naive", "bot_token"])
+def test_numpy_scalars_are_accepted_as_by_verls_own_managers(tokenizer_dir, functions_file, manager):
+    config = verl_config(tokenizer_dir, functions_file, "numpy_scalars", f"reward.reward_manager.name={manager}")
+    tokenizer = byte_level_bpe()
+    result = run_in_worker_loop(
+        lambda: load_reward_manager(config, tokenizer),
+        lambda manager: manager.run_single(agent_loop_sample(tokenizer, RESPONSES[0])),
+    )
+    assert float(result["reward_score"]) == 0.5
+
+
+def test_an_empty_response_gets_no_token_rewards(tokenizer_dir, functions_file):
+    """verl pads a response the policy ended at once: its attention mask over the response is all 0."""
+    config = verl_config(tokenizer_dir, functions_file, "spans")
+    tokenizer = byte_level_bpe()
+    sample = agent_loop_sample(tokenizer, "x")
+    sample.batch["attention_mask"][0, -2:] = 0
+    result = run_in_worker_loop(lambda: load_reward_manager(config, tokenizer), lambda m: m.run_single(sample))
+    assert len(result["reward_score"].token_rewards) == 0 and float(result["reward_score"]) == 0.0
+    assert result["reward_extra_info"]["span_coverage"] == 0.0
 
 
 def agent_loop_output(tokenizer, response, reward_score):
@@ -329,4 +365,4 @@ def test_preset_selects_estimator_and_reward_manager_in_one_override(tokenizer_d
     assert config.algorithm.adv_estimator == "bot_grpo"
     assert config.reward.reward_manager.name == "bot_token"
     with open_dict(config):
-        assert dict(config.reward.bot_token) == {"clip_range": None, "outcome_weight": 0.0}
+        assert dict(config.reward.bot_token) == {option.name: option.default for option in fields(TokenRewardConfig)}
