@@ -95,7 +95,9 @@ class TokenRewardConfig:
         return options_from_config(cls, reward_config, "bot_token", "reward.bot_token")
 
 
-def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardConfig) -> tuple[np.ndarray, dict]:
+def dense_token_rewards(
+    result, tokenizer, response_ids, options: TokenRewardConfig, text: str | None = None
+) -> tuple[np.ndarray, dict]:
     """Turn a reward function's return value into one reward per response token.
 
     Args:
@@ -103,6 +105,7 @@ def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardCon
         tokenizer: the policy's tokenizer.
         response_ids: the valid response token ids, shape (L,).
         options: clipping and outcome mixing.
+        text: ``tokenizer.decode(response_ids, skip_special_tokens=True)`` if already decoded.
 
     Returns:
         rewards: float64 array of shape (L,).
@@ -110,7 +113,7 @@ def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardCon
             ``token_reward_mean``, ``span_coverage`` (fraction of tokens whose value came from a span or
             ``token_rewards``) and the function's extra keys.
     """
-    text, ranges = token_char_ranges(tokenizer, response_ids)
+    text, ranges = token_char_ranges(tokenizer, response_ids, text)
     length = len(ranges)
     parsed = parse_reward_result(result, len(text), length)
     if parsed.token_rewards is not None:
@@ -234,7 +237,7 @@ class BoTTokenRewardManager(RewardManagerBase):
                 response_ids=valid_response_ids,
             )
             rewards, info = await self.loop.run_in_executor(
-                None, lambda: dense_token_rewards(result, self.tokenizer, valid_response_ids, self.options)
+                None, lambda: dense_token_rewards(result, self.tokenizer, valid_response_ids, self.options, text)
             )
         except Exception as error:
             raise RuntimeError(f"bot_token reward failed for {sample}: {type(error).__name__}: {error}") from error

@@ -1,14 +1,21 @@
-"""Character spans to generated tokens, for two tokenizer families, against a quadratic reference."""
+"""Character spans to generated tokens: the one-pass alignment against incremental decoding (the
+reference) and a quadratic prefix-decoding reference, for two tokenizer families and Qwen3's real one."""
+
+import copy
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import reference_char_ends, reference_token_values
-from tokenizer_fixtures import TOKENIZERS
+from tokenizer_fixtures import TOKENIZERS, qwen3_or_skip
+from tokenizers import decoders
 
-from bot_grpo_verl.alignment import token_char_ranges, token_values_from_spans
+import bot_grpo_verl.alignment as alignment
+from bot_grpo_verl.alignment import byte_decoder, incremental_char_ranges, token_char_ranges, token_values_from_spans
 from bot_grpo_verl.token_rewards import line_spans, parse_reward_result, split_steps, step_spans
+
+qwen3_tokenizer = pytest.fixture(qwen3_or_skip, scope="module", name="qwen3_tokenizer")
 
 TEXTS = [
     "Hello world!\n\nconst x = <div>ok</div>;",
@@ -22,6 +29,25 @@ TEXTS = [
 @pytest.fixture(params=sorted(TOKENIZERS))
 def tokenizer(request):
     return TOKENIZERS[request.param]()
+
+
+@pytest.fixture
+def no_reference(monkeypatch):
+    """Make the one-pass alignment fail loudly if it falls back to the reference (tests call the reference
+    by the name imported here, which the patch leaves alone)."""
+
+    def forbidden(tokenizer, token_ids):
+        raise AssertionError("token_char_ranges fell back to incremental decoding")
+
+    monkeypatch.setattr(alignment, "incremental_char_ranges", forbidden)
+
+
+def assert_same_as_reference(tokenizer, ids):
+    expected_text, expected = incremental_char_ranges(tokenizer, ids)
+    text, ranges = token_char_ranges(tokenizer, ids)
+    assert text == expected_text
+    np.testing.assert_array_equal(ranges, expected)
+    return text, ranges
 
 
 def encode(tokenizer, text, eos=True):
@@ -39,6 +65,62 @@ def test_ranges_match_prefix_decoding(tokenizer, text):
             assert ranges[k, 1] == end, (k, tokenizer.convert_ids_to_tokens(ids[k]))
     assert ranges[-1, 0] == ranges[-1, 1] == len(decoded)  # EOS: no characters
     assert np.all(np.diff(ranges[:, 1]) >= 0) and np.all(ranges[:, 0] <= ranges[:, 1])
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_one_pass_alignment_equals_incremental_decoding(tokenizer, text):
+    ids = encode(tokenizer, text)
+    special = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id]
+    for sequence in (ids, ids[:-2], special + ids[:3] + special + ids[3:], ids + [len(tokenizer) + 7] + ids):
+        assert_same_as_reference(tokenizer, sequence)
+
+
+def test_one_pass_alignment_takes_no_decode_per_token(tokenizer, no_reference, monkeypatch):
+    ids = encode(tokenizer, TEXTS[1])
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    byte_decoder(tokenizer)
+    monkeypatch.setattr(type(tokenizer), "decode", lambda *args, **kwargs: pytest.fail("decoded again"))
+    assert token_char_ranges(tokenizer, ids, text)[0] == text  # the caller's decode is checked, not redone
+
+
+def test_qwen3_alignment_equals_incremental_decoding(qwen3_tokenizer, no_reference):
+    tokenizer = qwen3_tokenizer
+    text = (
+        '<think>\nLet x = 12 + 30.\n</think>\n\nconst t = <h1 className="t">{x}</h1>; // ≠ 数学 🧑‍💻 '
+        "שלום עולם e\u0301\u2028end\r\n\ufffd ok"
+    )
+    ids = tokenizer.encode(text * 3, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    byte_tokens = tokenizer.convert_tokens_to_ids(["Ģ", "ð", "Ł", "ĺ", "æ", "ķ"])  # 0x80 F0 ... lone bytes
+    for sequence in (ids, byte_tokens * 20 + ids[:50], ids[:40] + byte_tokens[1:3] + ids[40:], ids + byte_tokens):
+        assert_same_as_reference(tokenizer, sequence)
+
+
+def test_an_unmodelled_decoder_takes_the_reference():
+    tokenizer = copy.deepcopy(TOKENIZERS["byte_level_bpe"]())
+    tokenizer.backend_tokenizer.decoder = decoders.WordPiece()
+    assert byte_decoder(tokenizer) is None
+    assert_same_as_reference(tokenizer, encode(tokenizer, TEXTS[0]))
+
+
+def test_a_decode_the_table_does_not_reproduce_takes_the_reference():
+    """transformers' clean_up_tokenization rewrites ' .' (forced here for a BPE model): the decode no longer
+    matches the tokens' bytes, so the one-pass alignment hands over to the reference, which refuses."""
+    tokenizer = copy.deepcopy(TOKENIZERS["byte_level_bpe"]())
+    tokenizer.clean_up_tokenization_spaces = True
+    tokenizer.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output = True
+    ids = encode(tokenizer, "a . b , c")
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "a. b, c"
+    with pytest.raises(ValueError, match="rewrites earlier text"):
+        token_char_ranges(tokenizer, ids)
+    assert_same_as_reference(tokenizer, encode(tokenizer, "a b c"))  # nothing to clean up: the same result
+
+
+def test_tokens_added_after_the_table_was_built_are_decoded(no_reference):
+    tokenizer = copy.deepcopy(TOKENIZERS["sentencepiece_style"]())
+    byte_decoder(tokenizer)
+    tokenizer.add_tokens(["<tool>"])
+    text, _ = assert_same_as_reference(tokenizer, encode(tokenizer, "ok <tool> 数 done"))
+    assert "<tool>" in text
 
 
 def test_a_character_split_across_tokens_is_shared_by_them(tokenizer):

@@ -2,6 +2,7 @@
 assembly, and the estimator at the end of the chain."""
 
 import asyncio
+import copy
 import pickle
 import textwrap
 from dataclasses import fields
@@ -254,6 +255,21 @@ def test_numpy_scalars_are_accepted_as_by_verls_own_managers(tokenizer_dir, func
         lambda manager: manager.run_single(agent_loop_sample(tokenizer, RESPONSES[0])),
     )
     assert float(result["reward_score"]) == 0.5
+
+
+def test_the_response_is_decoded_once_as_by_verls_naive_manager(tokenizer_dir, functions_file, monkeypatch):
+    config = verl_config(tokenizer_dir, functions_file, "spans")
+    tokenizer = copy.deepcopy(byte_level_bpe())
+    decodes = []
+    decode = type(tokenizer).decode
+    monkeypatch.setattr(
+        tokenizer, "decode", lambda *args, **kwargs: decodes.append(1) or decode(tokenizer, *args, **kwargs)
+    )
+    result = run_in_worker_loop(
+        lambda: load_reward_manager(config, tokenizer),
+        lambda manager: manager.run_single(agent_loop_sample(tokenizer, RESPONSES[1])),
+    )
+    assert len(decodes) == 1 and len(result["reward_score"].token_rewards) > 1
 
 
 def test_an_empty_response_gets_no_token_rewards(tokenizer_dir, functions_file):

