@@ -35,7 +35,9 @@ class BoTGRPOConfig:
 
     verl's config is in struct mode, so set them with a leading ``+`` on the command line
     (``+algorithm.bot_grpo.weighting=uniform``) or through the shipped hydra preset
-    (``+preset=bot_grpo``). ``algorithm.norm_adv_by_std_in_grpo`` (verl's own key) is honoured as well.
+    (``+preset=bot_grpo``). ``algorithm.norm_adv_by_std_in_grpo`` (verl's own key, a bool) is honoured as
+    well. Values are type-checked by :mod:`bot_grpo_verl.options`: a bool, a string or a non-finite number
+    where a number belongs (or the reverse) raises ``ValueError`` naming the full key.
 
     Parameters:
         weighting (`str`, *optional*, defaults to `"inverse_length"`):
@@ -54,7 +56,7 @@ class BoTGRPOConfig:
             - `"never"`: never broadcast (a lone last-token reward stays a lone token reward).
         epsilon (`float`, *optional*, defaults to `1e-6`):
             Added to the group standard deviation before dividing, as in verl's GRPO
-            (DeepSeekMath, https://arxiv.org/abs/2402.03300).
+            (DeepSeekMath, https://arxiv.org/abs/2402.03300). A finite number > 0.
         credit (`str`, *optional*, defaults to `"token"`):
             How a token is credited once the bag is normalised.
             - `"token"`: each token keeps its own normalised reward (BoT-GRPO).
@@ -123,7 +125,8 @@ def compute_bot_grpo_advantage(
             shape is (bs, response_length); bool or 0/1: 1 for tokens that take part (generated tokens),
             0 for padding and, in multi-turn rollouts, tool output
         index: `(np.ndarray)`
-            shape is (bs,); group labels (verl's ``uid`` strings), one group per prompt
+            shape is (bs,); group labels (verl's ``uid`` strings), one group per prompt; labels are
+            grouped by Python equality, as verl's ``grpo`` groups them (``1`` and ``"1"`` are two groups)
         config: `(Optional[AlgoConfig])`
             verl's ``algorithm`` config; reads ``norm_adv_by_std_in_grpo`` and ``bot_grpo.*``
 

@@ -101,7 +101,7 @@ def compute_pure_advantage(
         response_mask: `(torch.Tensor)`
             shape is (bs, response_length); bool or 0/1
         index: `(np.ndarray)`
-            shape is (bs,); group labels
+            shape is (bs,); group labels, grouped by Python equality (as for ``bot_grpo``)
         config: `(Optional[AlgoConfig])`
             verl's ``algorithm`` config; reads ``pure.*``
 
