@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from reference import reference_bot_grpo, reference_pure
 
 from bot_grpo_verl.estimator import compute_bot_grpo_advantage
+from bot_grpo_verl.options import check_option
 from bot_grpo_verl.pure import compute_pure_advantage
 
 ESTIMATORS = {"bot_grpo": compute_bot_grpo_advantage, "pure": compute_pure_advantage}
@@ -278,3 +279,37 @@ def test_outcome_reward_times_two_mask_used_to_flip_signs_and_is_now_refused():
     outcome[torch.arange(4), mask.sum(-1).long() - 1] = torch.tensor([1.0, 0.0, 1.0, 0.0])
     with pytest.raises(ValueError, match="response_mask must be bool or hold only 0 and 1"):
         compute_bot_grpo_advantage(outcome, mask * 2, index)
+
+
+# ---------------------------------------------------------------- the option type layer itself
+
+OPTION_TYPES = [
+    # (annotation, value, accepted)
+    (float, 1, True),
+    (float, np.float32(0.5), True),
+    (float, 10**400, False),
+    (float, None, False),
+    (float | None, None, True),
+    (float | None, "1", False),
+    (int, 3, True),
+    (int, np.int64(3), True),
+    (int, 3.0, False),
+    (int, True, False),
+    (int | None, None, True),
+    (bool, False, True),
+    (bool, "true", False),
+    (bool, 1, False),
+    (str, "x", True),
+    (str, 1, False),
+    (str | None, None, True),
+    (tuple[float, float] | None, [1, 2], True),  # left to the dataclass's own check
+]
+
+
+@pytest.mark.parametrize(("annotation", "value", "accepted"), OPTION_TYPES, ids=repr)
+def test_option_types(annotation, value, accepted):
+    if accepted:
+        check_option("section.key", value, annotation)
+    else:
+        with pytest.raises(ValueError, match=r"^section\.key=.* must be a"):
+            check_option("section.key", value, annotation)
