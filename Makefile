@@ -6,7 +6,7 @@ STAMP := $(VENV)/.bot-grpo-verl-installed
 # Keep pip's cache inside the project, never in the user's home.
 export PIP_CACHE_DIR ?= $(CURDIR)/.cache/pip
 
-.PHONY: setup demo test lint bench check clean
+.PHONY: setup demo compare test lint bench check clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -29,10 +29,16 @@ $(TSX_STAMP): reward_models/tsx/package.json reward_models/tsx/package-lock.json
 
 setup: $(STAMP) $(TSX_STAMP)
 
-# The main job: verl's real trainer runs BoT-GRPO with token-level compiler rewards on CPU (assets built once).
-DEMO_STEPS ?= 40
+# The main job: verl's real trainer runs BoT-GRPO with token-level compiler rewards on CPU (assets built once),
+# validating on held-out prompts. DEMO_ALGORITHMS=grpo,bot_grpo runs GRPO beside it on the same seed.
+DEMO_STEPS ?= 60
+DEMO_ALGORITHMS ?= bot_grpo
 demo: setup
-	$(PY) -m bot_grpo_verl.demo.run --steps $(DEMO_STEPS) --out runs/demo
+	$(PY) -m bot_grpo_verl.demo.run --steps $(DEMO_STEPS) --algorithms $(DEMO_ALGORITHMS) --out runs/demo
+
+# GRPO (outcome reward) beside BoT-GRPO (token rewards), same seed, one plot.
+compare: setup
+	$(PY) -m bot_grpo_verl.demo.run --steps $(DEMO_STEPS) --algorithms grpo,bot_grpo --out runs/compare
 
 lint: setup
 	$(VENV)/bin/ruff check .

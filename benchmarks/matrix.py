@@ -26,8 +26,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the recipes' table
 
@@ -41,10 +39,21 @@ from bot_grpo_verl.demo.assets import (  # noqa: E402
     Task,
     build_assets,
 )
-from bot_grpo_verl.demo.run import MAX_RESPONSE_LENGTH, base_overrides, read_metrics, run_verl  # noqa: E402
+from bot_grpo_verl.demo.held_out import (  # noqa: E402
+    Validation,
+    held_out_counts,
+    problem_index,
+    validation_overrides,
+)
+from bot_grpo_verl.demo.run import (  # noqa: E402
+    MAX_RESPONSE_LENGTH,
+    base_overrides,
+    merge_presets,
+    read_metrics,
+    run_verl,
+)
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides  # noqa: E402
 
-SPLITS = ("val", "test")
 # Training metrics kept in a run's summary (verl's names); the validation counts are kept per problem.
 TRAIN_METRICS = (
     "reward_extra/acc/mean",
@@ -95,50 +104,6 @@ TASKS = {
 }
 
 
-@dataclass(frozen=True)
-class Validation:
-    """Held-out validation of a run.
-
-    Attributes:
-        splits: which held-out splits to sample (``"val"``, ``"test"``), in one verl validation.
-        every: validate before training and every this many steps (and after the last one).
-        samples: temperature-1 samples per problem (the n of Pass@k).
-    """
-
-    splits: tuple[str, ...] = ("val", "test")
-    every: int = 4
-    samples: int = 8
-
-    def __post_init__(self):
-        if not set(self.splits) <= set(SPLITS) or self.every < 1 or self.samples < 1:
-            raise ValueError(f"splits must be among {SPLITS}, every and samples >= 1: {self}")
-
-
-def merge_presets(overrides: list[str]) -> list[str]:
-    """Hydra takes one ``+preset=``: gather every ``+preset=NAME`` into ``+preset=[NAME,...]``."""
-    presets = [override.split("=", 1)[1] for override in overrides if override.startswith("+preset=")]
-    names = [name for preset in presets for name in preset.strip("[]").split(",") if name]
-    rest = [override for override in overrides if not override.startswith("+preset=")]
-    return [f"+preset=[{','.join(dict.fromkeys(names))}]", *rest]
-
-
-def validation_overrides(assets, validation: Validation | None, out: Path) -> list[str]:
-    """Validate before training and every ``validation.every`` steps on the chosen held-out splits (these
-    come after the base settings, which turn validation off, and so win)."""
-    if validation is None:
-        return []
-    files = ",".join(str(getattr(assets, f"{split}_parquet")) for split in validation.splits)
-    return [
-        f"data.val_files=[{files}]",
-        "trainer.val_before_train=true",
-        f"trainer.test_freq={validation.every}",
-        f"trainer.validation_data_dir={out / 'validation'}",
-        f"actor_rollout_ref.rollout.val_kwargs.n={validation.samples}",
-        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
-        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
-    ]
-
-
 def run_overrides(
     task: CpuTask,
     assets,
@@ -164,42 +129,6 @@ def run_overrides(
             f"trainer.experiment_name={cell}-seed{seed}" + (f"-lr{lr:g}" if lr is not None else ""),
         ]
     )
-
-
-def problem_index(assets, splits: tuple[str, ...]) -> dict[str, tuple[str, int]]:
-    """``{prompt text: (split, row)}`` of the held-out parquet files."""
-    index = {}
-    for split in splits:
-        frame = pd.read_parquet(getattr(assets, f"{split}_parquet"))
-        for row, prompt in enumerate(frame.prompt):
-            index[prompt[0]["content"]] = (split, row)
-    return index
-
-
-def held_out_counts(dump: Path, problems: dict[str, tuple[str, int]]) -> dict[str, list[list[int]]]:
-    """Per split, ``[n, c]`` per problem row (samples and correct ones, ``acc > 0.5``) of one validation dump.
-
-    A dump's ``input`` is the prompt as the policy saw it (chat template included): a row belongs to the
-    problem whose text it contains (the longest, should one text contain another).
-    """
-    by_length = sorted(problems, key=len, reverse=True)
-    sizes = {split: 1 + max(row for s, row in problems.values() if s == split) for split, _ in problems.values()}
-    counts = {split: [[0, 0] for _ in range(size)] for split, size in sizes.items()}
-    owner: dict[str, tuple[str, int]] = {}
-    for line in dump.read_text().splitlines():
-        if not line.strip():
-            continue
-        sample = json.loads(line)
-        text = sample["input"]
-        if text not in owner:
-            match = next((prompt for prompt in by_length if prompt in text), None)
-            if match is None:
-                raise ValueError(f"{dump}: a validation prompt matches no held-out problem: {text[:80]!r}")
-            owner[text] = problems[match]
-        split, row = owner[text]
-        counts[split][row][0] += 1
-        counts[split][row][1] += int(float(sample["acc"]) > 0.5)
-    return counts
 
 
 def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: int, problems) -> dict:
@@ -286,9 +215,9 @@ def run_matrix(
                 commit(summary_path, f"benchmark run: {task_name} {cell} lr {lr_name} seed {seed}")
 
 
-def parse_validation(text: str, every: int, samples: int) -> Validation | None:
+def parse_validation(text: str, every: int, samples: int, before: bool) -> Validation | None:
     """``--validate``: ``none``, or held-out splits joined by ``+`` (``val``, ``test``, ``val+test``)."""
-    return None if text == "none" else Validation(tuple(text.split("+")), every, samples)
+    return None if text == "none" else Validation(tuple(text.split("+")), every, samples, before)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -301,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--validate", default="none", help="none, val, test or val+test (arithmetic tasks)")
     parser.add_argument("--test-freq", type=int, default=4, help="validate every this many steps")
     parser.add_argument("--val-n", type=int, default=8, help="samples per held-out problem")
+    parser.add_argument("--no-val-before", action="store_true", help="do not validate before training")
     parser.add_argument("--runs", type=Path, default=Path("runs/matrix"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"))
     parser.add_argument("--results", type=Path, help="write each finished run's summary under RESULTS/<task>/runs/")
@@ -315,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         lrs = [float(lr) for lr in args.lrs.split(",")] if args.lrs else [None]
         seeds = [int(seed) for seed in args.seeds.split(",")]
-        validation = parse_validation(args.validate, args.test_freq, args.val_n)
+        validation = parse_validation(args.validate, args.test_freq, args.val_n, not args.no_val_before)
         run_matrix(
             args.task,
             args.algorithms.split(","),

@@ -1,11 +1,15 @@
-"""The main job: verl's real trainer runs BoT-GRPO with token-level compiler rewards on a CPU.
+"""The main job: verl's real trainer learns React/TSX components on a CPU, judged on held-out prompts.
 
-Builds (or reuses) the demo assets, runs ``python -m verl.trainer.main_ppo`` with ``+preset=[bot_grpo,cpu]``
-and the React/TSX compile reward, prints one progress line per training step, and writes verl's
-metrics (JSONL), a plot of compile rate and reward per step (PNG), and a heat-map of the last step's
-rollouts coloured by token reward and advantage (HTML and PNG, :mod:`bot_grpo_verl.heatmap`).
+Builds (or reuses) the demo assets, then for each algorithm (default BoT-GRPO; ``--algorithms grpo,bot_grpo``
+runs GRPO beside it on the same seed) runs ``python -m verl.trainer.main_ppo`` with ``+preset=cpu``, the
+React/TSX compile reward as the algorithm consumes it (:mod:`recipes.algorithms`) and verl's held-out
+validation: before training and every ``--val-every`` steps, ``--val-n`` temperature-1 samples of each
+test prompt. It prints one line per step and per validation, and writes per algorithm verl's metrics
+(JSONL), validation dumps and a heat-map of the last step's rollouts (:mod:`bot_grpo_verl.heatmap`), and
+for the whole demo a plot (held-out compile rate with its 95% interval, smoothed training compile rate)
+and ``summary.json``. The last lines give each algorithm's held-out change with its interval.
 
-    python -m bot_grpo_verl.demo.run --steps 30 --out runs/demo [hydra overrides ...]
+    python -m bot_grpo_verl.demo.run --steps 60 --out runs/demo [--algorithms grpo,bot_grpo] [hydra overrides ...]
 """
 
 from __future__ import annotations
@@ -13,22 +17,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot_grpo_verl import heatmap
+from bot_grpo_verl.benchmark.report import moving_average
 from bot_grpo_verl.demo.assets import REACT_TSX, build_assets
+from bot_grpo_verl.demo.held_out import HeldOutCurve, Validation, mean_interval, problem_index, validation_overrides
+
+REPO = REACT_TSX.parents[1]
+sys.path.insert(0, str(REPO))  # the recipes' algorithm table
+from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides  # noqa: E402
 
 COMPILE_RATE = "reward_extra/compiled/mean"
-OUTCOME = "reward_extra/score/mean"
 TOKEN_REWARD = "reward_extra/token_reward_mean/mean"
 STEP_TIME = "timing_s/step"
+HELD_OUT_RATE = re.compile(r"val-core/.+/acc/mean@\d+")
 MAX_RESPONSE_LENGTH = 160
+SMOOTHING = 5
+DEMO_VALIDATION = Validation(splits=("test",), every=10, samples=4)
 
 
 def base_overrides(assets, steps: int, out: Path, seed: int) -> list[str]:
@@ -60,13 +74,39 @@ def base_overrides(assets, steps: int, out: Path, seed: int) -> list[str]:
     ]
 
 
+def merge_presets(overrides: list[str]) -> list[str]:
+    """Hydra takes one ``+preset=``: gather every ``+preset=NAME`` into ``+preset=[NAME,...]``."""
+    presets = [override.split("=", 1)[1] for override in overrides if override.startswith("+preset=")]
+    names = [name for preset in presets for name in preset.strip("[]").split(",") if name]
+    rest = [override for override in overrides if not override.startswith("+preset=")]
+    return [f"+preset=[{','.join(dict.fromkeys(names))}]", *rest]
+
+
+def demo_overrides(assets, algorithm: str, steps: int, out: Path, seed: int, validation: Validation) -> list[str]:
+    """One demo run: CPU preset and base settings, held-out validation, the React/TSX reward as
+    ``algorithm`` consumes it, and the algorithm's own keys (from the recipes' one table)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose from {sorted(ALGORITHMS)}")
+    return merge_presets(
+        [
+            "+preset=cpu",
+            *base_overrides(assets, steps, out, seed),
+            *validation_overrides(assets, validation, out),
+            *reward_function_overrides(REACT_TSX, (), ALGORITHMS[algorithm].reward),
+            *algorithm_keys(algorithm, MAX_RESPONSE_LENGTH),
+            f"trainer.experiment_name={algorithm}-seed{seed}",
+        ]
+    )
+
+
 def verl_command(overrides: list[str]) -> list[str]:
     return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
 
 
-def run_verl(overrides: list[str], out: Path, steps: int, echo_progress: bool = True) -> list[dict]:
+def run_verl(overrides: list[str], out: Path, steps: int, echo_progress: bool = True, label: str = "") -> list[dict]:
     """Run ``main_ppo`` with ``overrides``; verl's metrics go to ``out/metrics.jsonl``, its output to
-    ``out/verl.log``. Prints a progress line per step; returns the metrics, or raises naming the log."""
+    ``out/verl.log``. Prints a progress line per step and per validation (prefixed by ``label``); returns
+    the metrics, or raises naming the log when verl fails or logs fewer than ``steps`` training steps."""
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / "metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
@@ -75,7 +115,7 @@ def run_verl(overrides: list[str], out: Path, steps: int, echo_progress: bool = 
     command = verl_command(overrides)
     (out / "command.txt").write_text(" ".join(command) + "\n")
     done = threading.Event()
-    follower = threading.Thread(target=follow, args=(metrics_path, steps, done, echo_progress), daemon=True)
+    follower = threading.Thread(target=follow, args=(metrics_path, steps, done, echo_progress, label), daemon=True)
     follower.start()
     try:
         with open(out / "verl.log", "w") as log:
@@ -85,9 +125,10 @@ def run_verl(overrides: list[str], out: Path, steps: int, echo_progress: bool = 
         follower.join()
         shutil.rmtree(ray_tmp, ignore_errors=True)
     rows = read_metrics(metrics_path)
-    if returncode != 0 or len(rows) < steps:
+    trained = len(training_rows(rows))
+    if returncode != 0 or trained < steps:
         tail = "\n".join((out / "verl.log").read_text(errors="replace").splitlines()[-30:])
-        raise RuntimeError(f"verl exited {returncode} after {len(rows)}/{steps} steps; log {out / 'verl.log'}:\n{tail}")
+        raise RuntimeError(f"verl exited {returncode} after {trained}/{steps} steps; log {out / 'verl.log'}:\n{tail}")
     return rows
 
 
@@ -103,86 +144,204 @@ def read_metrics(path: Path) -> list[dict]:
     return rows
 
 
-def progress_line(row: dict, steps: int) -> str:
+def training_rows(rows: list[dict]) -> list[dict]:
+    """The rows of training steps (verl logs the validation before training as a row of its own, step 0)."""
+    return [row for row in rows if STEP_TIME in row]
+
+
+def held_out_rate(row: dict) -> float | None:
+    """The row's held-out success rate (verl's ``val-core/<source>/acc/mean@n``), None without validation."""
+    return next((value for key, value in row.items() if HELD_OUT_RATE.fullmatch(key)), None)
+
+
+def progress_lines(row: dict, steps: int) -> list[str]:
+    """What one metrics row shows on screen: its training step and, when it holds one, its validation."""
+
     def show(key: str, fmt: str) -> str:
         return format(row[key], fmt) if key in row else "n/a"
 
-    return (
-        f"step {row['step']:>3}/{steps}  compile rate {show(COMPILE_RATE, '.2f')}  "
-        f"outcome {show(OUTCOME, '.2f')}  mean token reward {show(TOKEN_REWARD, '+.3f')}  "
-        f"step time {show(STEP_TIME, '.1f')} s"
-    )
+    lines = []
+    if STEP_TIME in row:
+        lines.append(
+            f"step {row['step']:>3}/{steps}  compile rate {show(COMPILE_RATE, '.2f')}  "
+            f"mean token reward {show(TOKEN_REWARD, '+.3f')}  step time {show(STEP_TIME, '.1f')} s"
+        )
+    rate = held_out_rate(row)
+    if rate is not None:
+        lines.append(f"step {row['step']:>3}/{steps}  held-out compile rate {rate:.3f}")
+    return lines
 
 
-def follow(path: Path, steps: int, done: threading.Event, echo: bool = True) -> None:
+def follow(path: Path, steps: int, done: threading.Event, echo: bool = True, label: str = "") -> None:
     shown = 0
     while not done.wait(2.0) or shown < len(read_metrics(path)):
         rows = read_metrics(path)
         for row in rows[shown:]:
-            if echo:
-                print(progress_line(row, steps), flush=True)
+            for line in progress_lines(row, steps) if echo else ():
+                print(f"{label}{line}", flush=True)
         shown = len(rows)
 
 
-def plot(rows: list[dict], path: Path) -> None:
+@dataclass(frozen=True)
+class DemoRun:
+    """One algorithm's finished demo run.
+
+    Attributes:
+        algorithm: its name in the recipes' table.
+        train_steps, train_rate: ``(S,)`` training steps and the compile rate of their rollouts.
+        held_out: the held-out validations (see :class:`HeldOutCurve`).
+    """
+
+    algorithm: str
+    train_steps: list[float]
+    train_rate: list[float]
+    held_out: HeldOutCurve
+
+    def change(self) -> tuple[float, float]:
+        """``(mean, half-width)``: the held-out rate's change from the first to the last validation, paired
+        by prompt."""
+        return mean_interval(self.held_out.rates[-1] - self.held_out.rates[0])
+
+
+def read_run(algorithm: str, out: Path, problems: dict[str, tuple[str, int]], split: str) -> DemoRun:
+    rows = training_rows(read_metrics(out / "metrics.jsonl"))
+    steps = [float(row["step"]) for row in rows if COMPILE_RATE in row]
+    rates = [float(row[COMPILE_RATE]) for row in rows if COMPILE_RATE in row]
+    return DemoRun(algorithm, steps, rates, HeldOutCurve.read(out / "validation", problems, split))
+
+
+def summary_lines(runs: list[DemoRun], split: str) -> list[str]:
+    """The demo's last words: per run the held-out rate at the first and last validation and the change,
+    and with two or more runs each one's difference from the first at the last validation (paired by
+    prompt); every ``±`` is a 95% interval over prompts."""
+    first = runs[0].held_out
+    lines = [
+        f"held-out compile rate, {first.rates.shape[1]} {split} prompts x {first.samples} samples at temperature 1 "
+        "(± 95% interval over prompts):"
+    ]
+    for run in runs:
+        curve = run.held_out
+        start, end = (mean_interval(curve.rates[index]) for index in (0, -1))
+        change = run.change()
+        lines.append(
+            f"  {run.algorithm}: step {curve.steps[0]} {start[0]:.3f} ± {start[1]:.3f} -> step {curve.steps[-1]} "
+            f"{end[0]:.3f} ± {end[1]:.3f}; change {change[0]:+.3f} ± {change[1]:.3f}"
+        )
+    for run in runs[1:]:
+        difference = mean_interval(run.held_out.rates[-1] - first.rates[-1])
+        lines.append(
+            f"  {run.algorithm} - {runs[0].algorithm} at step {run.held_out.steps[-1]}: "
+            f"{difference[0]:+.3f} ± {difference[1]:.3f}"
+        )
+    return lines
+
+
+def summary(runs: list[DemoRun], split: str) -> dict:
+    """``summary.json``: per algorithm the held-out curve (means and 95% half-widths), the change and the
+    training curve."""
+    result = {"split": split, "prompts": int(runs[0].held_out.rates.shape[1]), "samples": runs[0].held_out.samples}
+    for run in runs:
+        intervals = [mean_interval(rates) for rates in run.held_out.rates]
+        result[run.algorithm] = {
+            "held_out": {
+                "steps": run.held_out.steps.tolist(),
+                "rate": [mean for mean, _ in intervals],
+                "half_width_95": [half for _, half in intervals],
+            },
+            "change": dict(zip(("mean", "half_width_95"), run.change(), strict=True)),
+            "train": {"steps": run.train_steps, "compile_rate": run.train_rate},
+        }
+    return result
+
+
+def plot(runs: list[DemoRun], split: str, path: Path) -> None:
+    """Held-out compile rate per validation with its 95% interval (band), and the training rollouts'
+    compile rate, raw (dots) and as a ``SMOOTHING``-step moving average (dashed), one colour per run."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = [row["step"] for row in rows]
-    figure, (rate_axis, reward_axis) = plt.subplots(1, 2, figsize=(10, 3.8))
-    rate_axis.plot(steps, [row.get(COMPILE_RATE) for row in rows], marker="o")
-    rate_axis.set_ylim(0, 1)
-    rate_axis.set_xlabel("training step")
-    rate_axis.set_ylabel("compile rate (training rollouts)")
-    for key, label in ((OUTCOME, "outcome score"), (TOKEN_REWARD, "mean token reward")):
-        reward_axis.plot(steps, [row.get(key) for row in rows], marker="o", label=label)
-    reward_axis.set_xlabel("training step")
-    reward_axis.set_ylabel("reward")
-    reward_axis.legend()
-    figure.suptitle("BoT-GRPO on CPU: tiny Qwen2 learning React/TSX components, token-level compiler rewards")
+    figure, axis = plt.subplots(figsize=(8, 4.8))
+    for number, run in enumerate(runs):
+        colour = f"C{number}"
+        intervals = [mean_interval(rates) for rates in run.held_out.rates]
+        means = [mean for mean, _ in intervals]
+        low = [mean - half for mean, half in intervals]
+        high = [mean + half for mean, half in intervals]
+        steps = run.held_out.steps
+        axis.fill_between(steps, low, high, color=colour, alpha=0.2, linewidth=0)
+        axis.plot(steps, means, marker="o", color=colour, label=f"{run.algorithm}: held-out ({split} prompts)")
+        axis.plot(run.train_steps, run.train_rate, ".", color=colour, alpha=0.25)
+        smooth_steps, smooth = moving_average((run.train_steps, run.train_rate), SMOOTHING)
+        axis.plot(
+            smooth_steps, smooth, "--", color=colour, label=f"{run.algorithm}: training rollouts, {SMOOTHING}-step mean"
+        )
+    axis.set_ylim(0, 1)
+    axis.set_xlabel("training step")
+    axis.set_ylabel("compile rate")
+    axis.grid(alpha=0.3)
+    axis.legend(loc="lower right", fontsize=8)
+    held_out = runs[0].held_out
+    axis.set_title(
+        f"Tiny Qwen2 learning React/TSX on CPU: held-out compile rate\n({held_out.rates.shape[1]} {split} prompts x "
+        f"{held_out.samples} samples, band: 95% interval over prompts)",
+        fontsize=10,
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=30, help="training steps")
-    parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="metrics, plot and logs go here")
-    parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"), help="demo assets cache")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("overrides", nargs="*", help="extra hydra overrides for verl")
-    args = parser.parse_args(argv)
-
-    out = args.out.resolve()
-    assets = build_assets(args.cache_dir, seed=args.seed)
-    print(f"assets: {assets.root} (SFT warm start compile rate {assets.metrics.get('compile_rate')})", flush=True)
-    overrides = [
-        "+preset=[bot_grpo,cpu]",
-        *base_overrides(assets, args.steps, out, args.seed),
-        f"reward.custom_reward_function.path={REACT_TSX}",
-        "reward.custom_reward_function.name=compute_score",
-        *args.overrides,
-    ]
-    print(f"running verl ({args.steps} steps); full log: {out / 'verl.log'}", flush=True)
-    started = time.monotonic()
-    rows = run_verl(overrides, out, args.steps)
-    plot(rows, out / "demo.png")
-    elapsed = time.monotonic() - started
-    print(f"done: {len(rows)} steps in {elapsed:.0f} s; metrics {out / 'metrics.jsonl'}, plot {out / 'demo.png'}")
-    last_rollouts = out / "rollouts" / f"{args.steps}.jsonl"
+def write_heatmap(out: Path, steps: int, tokenizer_dir: Path) -> None:
+    """Heat-map of the last step's first 16 rollouts, coloured by token reward and BoT-GRPO advantage."""
     heatmap.main(
         [
-            str(last_rollouts),
-            f"--tokenizer={assets.tokenizer_dir}",
+            str(out / "rollouts" / f"{steps}.jsonl"),
+            f"--tokenizer={tokenizer_dir}",
             f"--reward-fn={REACT_TSX}:compute_score",
             "--limit=16",
             f"--out={out / 'heatmap.html'}",
             f"--png={out / 'heatmap.png'}",
         ]
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=60, help="training steps")
+    parser.add_argument("--algorithms", default="bot_grpo", help="comma-separated, run one after the other")
+    parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="metrics, plots and logs go here")
+    parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"), help="demo assets cache")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--split", choices=("val", "test"), default=DEMO_VALIDATION.splits[0], help="held-out split")
+    parser.add_argument("--val-every", type=int, default=DEMO_VALIDATION.every, help="validate every N steps")
+    parser.add_argument("--val-n", type=int, default=DEMO_VALIDATION.samples, help="samples per held-out prompt")
+    parser.add_argument("overrides", nargs="*", help="extra hydra overrides for verl")
+    args = parser.parse_args(argv)
+
+    algorithms = [name for name in args.algorithms.split(",") if name]
+    unknown = sorted(set(algorithms) - set(ALGORITHMS))
+    if not algorithms or unknown:
+        parser.error(f"unknown or no algorithm(s) {unknown}; choose from {sorted(ALGORITHMS)}")
+    validation = Validation((args.split,), args.val_every, args.val_n)
+    out = args.out.resolve()
+    assets = build_assets(args.cache_dir, seed=args.seed)
+    print(f"assets: {assets.root} (SFT warm start compile rate {assets.metrics.get('compile_rate')})", flush=True)
+    problems = problem_index(assets, validation.splits)
+    runs = []
+    started = time.monotonic()
+    for algorithm in algorithms:
+        folder = out / algorithm
+        overrides = [*demo_overrides(assets, algorithm, args.steps, folder, args.seed, validation), *args.overrides]
+        print(f"{algorithm}: {args.steps} steps, held-out validation every {args.val_every}; log {folder / 'verl.log'}")
+        run_verl(overrides, folder, args.steps, label=f"{algorithm}  ")
+        write_heatmap(folder, args.steps, assets.tokenizer_dir)
+        runs.append(read_run(algorithm, folder, problems, args.split))
+    plot(runs, args.split, out / "demo.png")
+    (out / "summary.json").write_text(json.dumps(summary(runs, args.split), indent=1) + "\n")
+    print(f"done in {time.monotonic() - started:.0f} s; plot {out / 'demo.png'}, summary {out / 'summary.json'}")
+    print("\n".join(summary_lines(runs, args.split)))
     return 0
 
 

@@ -1,0 +1,140 @@
+"""The demo's run logic: verl overrides per algorithm, progress lines, held-out dumps read per prompt,
+intervals, the summary and the plot."""
+
+import json
+import statistics
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_module
+from PIL import Image
+
+from bot_grpo_verl.demo import run
+from bot_grpo_verl.demo.held_out import HeldOutCurve, Validation, mean_interval
+
+PROMPTS = ("Write a React component `A`.", "Write a React component `AB`.", "Write a React component `C`.")
+PROBLEMS = {prompt: ("test", row) for row, prompt in enumerate(PROMPTS)}
+ASSETS = SimpleNamespace(
+    train_parquet=Path("/d/train.parquet"),
+    val_parquet=Path("/d/val.parquet"),
+    test_parquet=Path("/d/test.parquet"),
+    model_dir=Path("/d/model"),
+)
+
+
+def write_dump(folder: Path, step: int, correct: dict[str, list[int]]) -> None:
+    """A verl validation dump: one line per sample, the prompt inside the chat template, ``acc`` 0 or 1."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [
+        json.dumps({"input": f"<|im_start|>user\n{prompt}<|im_end|>\n", "output": "x", "acc": float(acc)})
+        for prompt, accs in correct.items()
+        for acc in accs
+    ]
+    (folder / f"{step}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_mean_interval_is_the_normal_interval_over_problems():
+    values = np.array([0.25, 0.5, 1.0, 0.75, 0.0])
+    mean, half = mean_interval(values)
+    assert mean == pytest.approx(statistics.fmean(values))
+    assert half == pytest.approx(1.959964 * statistics.stdev(values) / len(values) ** 0.5, rel=1e-6)
+    assert mean_interval(np.full(7, 0.4)) == pytest.approx((0.4, 0.0))
+    with pytest.raises(ValueError, match="at least 2 problems"):
+        mean_interval(np.array([0.5]))
+
+
+def test_a_paired_change_is_tighter_than_the_spread_of_problems():
+    before = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 0.5])
+    after = np.minimum(before + 0.25, 1.0)  # every problem improves by about the same amount
+    change = mean_interval(after - before)
+    assert change[0] == pytest.approx(np.mean(after - before))
+    assert change[1] < mean_interval(before)[1] / 3
+
+
+def test_held_out_curve_reads_dumps_in_step_order_per_prompt(tmp_path):
+    folder = tmp_path / "validation"
+    write_dump(folder, 10, {PROMPTS[0]: [1, 1], PROMPTS[1]: [0, 1], PROMPTS[2]: [1, 1]})
+    write_dump(folder, 0, {PROMPTS[0]: [0, 1], PROMPTS[1]: [0, 0], PROMPTS[2]: [1, 0]})
+    write_dump(folder, 2, {PROMPTS[2]: [1, 1], PROMPTS[0]: [1, 0], PROMPTS[1]: [1, 0]})
+    curve = HeldOutCurve.read(folder, PROBLEMS, "test")
+    assert curve.steps.tolist() == [0, 2, 10] and curve.samples == 2
+    np.testing.assert_allclose(curve.rates, [[0.5, 0.0, 0.5], [0.5, 0.5, 1.0], [1.0, 0.5, 1.0]])
+    np.testing.assert_allclose(curve.at(2), [0.5, 0.5, 1.0])
+    with pytest.raises(ValueError, match="no validation at step 5"):
+        curve.at(5)
+
+
+def test_held_out_curve_refuses_missing_or_unequal_samples(tmp_path):
+    with pytest.raises(ValueError, match="no validation dumps"):
+        HeldOutCurve.read(tmp_path, PROBLEMS, "test")
+    write_dump(tmp_path, 0, {PROMPTS[0]: [1, 1], PROMPTS[1]: [1], PROMPTS[2]: [0, 0]})
+    with pytest.raises(ValueError, match="sampled unequally"):
+        HeldOutCurve.read(tmp_path, PROBLEMS, "test")
+
+
+def demo_run(name: str, rates: list[list[float]], samples: int = 4) -> run.DemoRun:
+    steps = np.arange(len(rates)) * 10
+    train = [float(step) for step in range(1, int(steps[-1]) + 1)]
+    return run.DemoRun(name, train, [0.5] * len(train), HeldOutCurve(steps, np.array(rates), samples))
+
+
+def test_summary_lines_give_each_change_and_the_difference_between_runs_paired_by_prompt():
+    grpo = demo_run("grpo", [[0.0, 0.5, 0.25, 1.0], [0.25, 0.5, 0.5, 1.0]])
+    bot = demo_run("bot_grpo", [[0.0, 0.5, 0.25, 1.0], [0.5, 1.0, 0.5, 1.0]])
+    lines = run.summary_lines([grpo, bot], "test")
+    assert lines[0].startswith("held-out compile rate, 4 test prompts x 4 samples")
+    change = mean_interval(np.array([0.5, 0.5, 0.25, 0.0]))
+    assert lines[2] == (
+        f"  bot_grpo: step 0 0.438 ± {mean_interval(bot.held_out.rates[0])[1]:.3f} -> step 10 0.750 ± "
+        f"{mean_interval(bot.held_out.rates[1])[1]:.3f}; change +0.312 ± {change[1]:.3f}"
+    )
+    difference = mean_interval(np.array([0.25, 0.5, 0.0, 0.0]))
+    assert lines[3] == f"  bot_grpo - grpo at step 10: +0.188 ± {difference[1]:.3f}"
+    assert len(run.summary_lines([grpo], "test")) == 2
+
+
+def test_summary_json_and_plot_hold_both_runs(tmp_path):
+    runs = [demo_run("grpo", [[0.2, 0.4, 0.6], [0.4, 0.4, 0.7]]), demo_run("bot_grpo", [[0.2, 0.4, 0.6], [0.6] * 3])]
+    result = run.summary(runs, "test")
+    assert result["prompts"] == 3 and result["samples"] == 4 and result["split"] == "test"
+    assert result["bot_grpo"]["held_out"]["steps"] == [0, 10]
+    assert result["bot_grpo"]["held_out"]["rate"] == pytest.approx([0.4, 0.6])
+    assert result["grpo"]["change"]["mean"] == pytest.approx(0.1)
+    assert len(result["grpo"]["train"]["compile_rate"]) == 10
+    run.plot(runs, "test", tmp_path / "demo.png")
+    with Image.open(tmp_path / "demo.png") as image:
+        assert image.size == (960, 576)
+
+
+def test_progress_shows_training_steps_and_validations():
+    validation_only = {"step": 0, "val-core/react_tsx/acc/mean@4": 0.4812}
+    assert run.progress_lines(validation_only, 60) == ["step   0/60  held-out compile rate 0.481"]
+    both = {"step": 10, run.COMPILE_RATE: 0.5, run.TOKEN_REWARD: -0.1, run.STEP_TIME: 3.0, "val-core/x/acc/mean@4": 0.6}
+    lines = run.progress_lines(both, 60)
+    assert lines == [
+        "step  10/60  compile rate 0.50  mean token reward -0.100  step time 3.0 s",
+        "step  10/60  held-out compile rate 0.600",
+    ]
+    assert run.training_rows([validation_only, both]) == [both]
+
+
+@pytest.mark.parametrize("algorithm", ["bot_grpo", "grpo"])
+def test_demo_overrides_compose_in_verl_with_held_out_validation(tmp_path, algorithm):
+    validation = Validation(("test",), every=10, samples=4)
+    overrides = run.demo_overrides(ASSETS, algorithm, 60, tmp_path, 3, validation)
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=overrides)
+    assert list(config.data.val_files) == ["/d/test.parquet"]
+    assert config.trainer.val_before_train and config.trainer.test_freq == 10
+    assert config.actor_rollout_ref.rollout.val_kwargs.n == 4
+    assert config.actor_rollout_ref.rollout.val_kwargs.temperature == 1.0
+    assert config.trainer.validation_data_dir == str(tmp_path / "validation")
+    assert config.trainer.total_training_steps == 60 and config.data.seed == 3
+    token_level = algorithm == "bot_grpo"
+    assert config.algorithm.adv_estimator == algorithm
+    assert (config.reward.reward_manager.name == "bot_token") == token_level
+    assert config.reward.custom_reward_function.path.endswith("react_tsx.py") == token_level
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        run.demo_overrides(ASSETS, "nope", 60, tmp_path, 3, validation)
