@@ -21,7 +21,8 @@ What it does to one response (``solution_str``):
    started on first use, restarted when it dies or hangs; the code is parsed and type-checked, never
    executed). ``level="syntax"``: esbuild's TSX parser. ``level="types"``: that, then TypeScript's type
    checker against ``@types/react`` (settings of a Vite React-TS tsconfig; imports other than ``react``
-   are typed ``any``).
+   are typed ``any``). TypeScript runs in a thread of its own in the worker, where one sample that
+   crashes or hangs it fails alone (see "Bad input" below).
 3. Score it. Value scheme (every value lies in ``[-1, 1]``):
 
    ============================================  =====================================
@@ -40,7 +41,8 @@ What it does to one response (``solution_str``):
    unfinished component, e.g. cut by the length budget, must not look like one local slip, or the policy
    learns to never finish); ``"line"``: the whole line(s) of that range, newline included;
    ``"element"``: the innermost JSX element or fragment that contains the diagnostic's first character
-   in TypeScript's error-tolerant parse (the line when none does). Overlapping regions are merged.
+   in TypeScript's error-tolerant parse (the line when none does, or when that parse fails on
+   nesting too deep for it). Overlapping regions are merged.
    esbuild stops at its first syntax error in most cases, so a broken block usually has one region.
 
 The returned dict always has the same keys (verl collects them per sample)::
@@ -48,14 +50,30 @@ The returned dict always has the same keys (verl collects them per sample)::
     {"score": 1.0 | 0.0, "spans": [(char_start, char_end, value), ...], "compiled": 0 | 1,
      "no_code": 0 | 1, "num_diagnostics": int, "num_blocks": int, "oversized": 0 | 1, "checker_error": 0 | 1}
 
-Defined results for bad input: empty or whitespace-only response and no code: ``no_code=1``, score 0.
-Code longer than ``max_code_chars`` in total: not checked, ``oversized=1``, score 0. The worker crashing,
-answering with an error, or not answering within ``timeout`` seconds: ``checker_error=1``, score 0 (a
-hung worker is killed and the next call starts a fresh one), so training never stalls. A worker that
-cannot start at all (``node`` missing, ``npm ci`` not run) raises :class:`CheckerSetupError`: that is a
-broken installation, not a bad sample.
+Bad input. Every response gets a defined result in bounded time, and no response changes another's:
 
-Options (``reward_kwargs``; an unknown name or a bad value raises ``ValueError`` listing the allowed ones):
+- Empty or whitespace-only response, or no code: ``no_code=1``, score 0.
+- Code longer than ``max_code_chars`` in total, or with a line longer than ``max_line_chars``: not
+  checked, ``oversized=1``, score 0. These two bound the compilers' cost: esbuild's error report is
+  superlinear (each error copies its line and is located by a scan: 16,000 redeclarations in 100 kB
+  take ~5 s; one 100 kB line of 50,000 errors crashes Node).
+- A sample TypeScript cannot check (its parser or checker throws, e.g. a stack overflow on deep
+  nesting; the check runs longer than ``timeout / 3`` seconds, e.g. its checker is superlinear on 1,000+
+  nested array literals; the type-check thread dies, e.g. past its 2 GB heap cap): ``checker_error=1``,
+  score 0, for that response only; the other samples checked with it get their real result (the
+  thread is replaced when it hung or died).
+- The worker process dying, answering with an error, or not answering within ``timeout``:
+  ``checker_error=1``, score 0; a hung worker is killed (its other responses in flight get
+  ``checker_error=1`` too), both are logged, and the next call starts a fresh worker.
+- Deep nesting, a huge single line, unterminated strings or template literals, NUL bytes, lone
+  surrogates, CRLF, U+2028/U+2029, right-to-left text and combining marks are ordinary input: checked,
+  with spans mapped exactly. Every scan here is linear in the response (plus O(log n) per diagnostic).
+- A worker that cannot start at all (``node`` missing, ``npm ci`` not run) raises
+  :class:`CheckerSetupError`: that is a broken installation, not a bad sample.
+
+Options (``reward_kwargs``; an unknown name or a bad value raises ``ValueError`` listing the allowed ones,
+when the reward is called: bools, strings or ``inf``/``nan`` for numbers, a float for an int, anything
+but the listed strings for a choice):
 
 - ``level`` (``str``, default ``"syntax"``): ``"syntax"`` (esbuild, ~2 ms for a 100-line component,
   many in parallel) or ``"types"`` (also TypeScript's type check against React's typings; checks queued
@@ -69,10 +87,17 @@ Options (``reward_kwargs``; an unknown name or a bad value raises ``ValueError``
   (``clean_value=0.5``) the policy learned to write long code that never finishes, whose only error is
   the last character, rather than code that compiles (the paper's "clean, bounded, stable" lesson).
 - ``error_value`` (``float``, default ``-1.0``, in ``[-1, 0)``): value of the error-region tokens.
-- ``timeout`` (``float``, default ``30.0``, > 0): seconds one response may wait for its answers,
-  queueing in the worker included. On a timeout the worker counts as hung and is killed: the other
-  responses it was checking get ``checker_error=1`` too.
+- ``timeout`` (``float``, default ``30.0``, in ``(0, 86400]``): seconds one response may wait for its
+  answers, queueing in the worker included. One sample's type check may run ``timeout / 3`` seconds
+  (:data:`TYPE_TIMEOUT_SHARE`): past that the worker replaces its TypeScript thread and fails that sample
+  alone, so the samples checked with it still answer within ``timeout``. A response not answered within
+  ``timeout`` means the worker hung: it is killed, and the other responses it was checking get
+  ``checker_error=1`` too.
 - ``max_code_chars`` (``int``, default ``100_000``, > 0): larger code is not checked (``oversized=1``).
+- ``max_line_chars`` (``int``, default ``2_000``, > 0): code with a longer line (lines end at ``\n``,
+  ``\r``, U+2028, U+2029) is not checked (``oversized=1``). esbuild copies a line into each of its
+  errors, so a line of length L with one error every few characters costs O(L^2); at the defaults
+  the worst case is ~10^8 copied characters (~2 s).
 - ``max_diagnostics`` (``int``, default ``20``, > 0): diagnostics the worker sends per block (and that
   get error regions); ``num_diagnostics`` still counts all of them.
 """
@@ -87,7 +112,9 @@ import concurrent.futures
 import functools
 import itertools
 import json
+import logging
 import math
+import numbers
 import os
 import re
 import shutil
@@ -100,12 +127,16 @@ from pathlib import Path
 from bot_grpo_verl.options import options_from_kwargs
 
 WORKER_SCRIPT = Path(__file__).resolve().parent / "tsx" / "worker.mjs"
+logger = logging.getLogger(__name__)
 
 CODE_LANGUAGES = ("tsx", "jsx", "typescript", "ts", "javascript", "js", "")
 LEVELS = ("syntax", "types")
 REGIONS = ("token", "line", "element")
 BLOCK_CHOICES = ("all", "last")
 STARTUP_TIMEOUT = 60.0
+MAX_TIMEOUT = 86_400.0
+# Share of ``timeout`` one TypeScript batch may run in the worker before its thread is replaced.
+TYPE_TIMEOUT_SHARE = 1 / 3
 
 Span = tuple[int, int, float]
 
@@ -125,18 +156,19 @@ class Options:
     error_value: float = -1.0
     timeout: float = 30.0
     max_code_chars: int = 100_000
+    max_line_chars: int = 2_000
     max_diagnostics: int = 20
 
 
 def _check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"{name}={value!r} is not allowed; choose one of {allowed}")
 
 
 def _check_number(
     name: str, value, low: float, high: float, *, low_open: bool = False, high_open: bool = False
 ) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"{name}={value!r} must be a finite number")
     if value < low or value > high or (low_open and value == low) or (high_open and value == high):
         interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
@@ -144,7 +176,7 @@ def _check_number(
 
 
 def _check_positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise ValueError(f"{name}={value!r} must be a positive integer")
 
 
@@ -159,8 +191,9 @@ def parse_options(kwargs: dict) -> Options:
     _check_choice("blocks", options.blocks, BLOCK_CHOICES)
     _check_number("clean_value", options.clean_value, 0.0, 1.0)
     _check_number("error_value", options.error_value, -1.0, 0.0, high_open=True)
-    _check_number("timeout", options.timeout, 0.0, math.inf, low_open=True, high_open=True)
+    _check_number("timeout", options.timeout, 0.0, MAX_TIMEOUT, low_open=True)
     _check_positive_int("max_code_chars", options.max_code_chars)
+    _check_positive_int("max_line_chars", options.max_line_chars)
     _check_positive_int("max_diagnostics", options.max_diagnostics)
     return options
 
@@ -205,6 +238,9 @@ def extract_blocks(text: str, blocks: str = "all") -> list[tuple[int, int]]:
 
 # ---------------------------------------------------------------------------------------------------
 # Diagnostic positions -> str indices
+#
+# Everything here is built once per block in O(n) (:func:`code_map`); each diagnostic then costs O(log n),
+# so no input shape (one huge line, thousands of diagnostics or nested elements) makes a scan quadratic.
 
 # esbuild's line terminators (internal/logger: computeLineAndColumn).
 _LINE_BREAK = re.compile("\r\n|[\r\n\u2028\u2029]")
@@ -215,39 +251,87 @@ def line_starts(code: str) -> list[int]:
     return [0, *(match.end() for match in _LINE_BREAK.finditer(code))]
 
 
+def longest_line(code: str) -> int:
+    """Characters in the longest line of ``code`` (terminators excluded)."""
+    return max(map(len, _LINE_BREAK.split(code)))
+
+
 def line_of(starts: list[int], index: int) -> int:
     """0-based line that holds str index ``index`` (``starts`` from :func:`line_starts`)."""
     return bisect.bisect_right(starts, index) - 1
 
 
-def utf8_column_to_index(code: str, starts: list[int], line: int, byte_column: int) -> int:
+def _utf8_width(character: str) -> int:
+    """UTF-8 bytes of one character (a lone surrogate counts 3: esbuild reads it as U+FFFD)."""
+    return 1 if character < "\x80" else 2 if character < "\u0800" else 3 if character < "\U00010000" else 4
+
+
+def _utf16_width(character: str) -> int:
+    return 2 if character > "\uffff" else 1
+
+
+class CodeUnits:
+    """Offsets in the code units of one encoding of a code (UTF-8 bytes, UTF-16 units) to and from str
+    indices; ``width`` gives a character's units, None when every character is one unit."""
+
+    def __init__(self, code: str, width: Callable[[str], int] | None):
+        self.length = len(code)
+        self.ends = None if width is None else list(itertools.accumulate(map(width, code)))
+
+    def index(self, offset: int) -> int:
+        """str index of the character holding unit ``offset``; ``length`` at or past the end."""
+        if self.ends is None:
+            return min(max(offset, 0), self.length)
+        return bisect.bisect_right(self.ends, max(offset, 0))
+
+    def offset(self, index: int) -> int:
+        """Units before str index ``index``."""
+        if self.ends is None or index <= 0:
+            return max(index, 0)
+        return self.ends[min(index, self.length) - 1]
+
+
+def utf8_units(code: str) -> CodeUnits:
+    return CodeUnits(code, None if code.isascii() else _utf8_width)
+
+
+def utf16_units(code: str) -> CodeUnits:
+    return CodeUnits(code, None if code.isascii() or max(code) <= "\uffff" else _utf16_width)
+
+
+@dataclass(frozen=True)
+class CodeMap:
+    """Position lookups into one block's code (see :func:`code_map`)."""
+
+    length: int
+    content_end: int  # len(code.rstrip()): a diagnostic at or past it is at the end of the code
+    starts: list[int]
+    utf8: CodeUnits
+    utf16: CodeUnits
+
+
+def code_map(code: str) -> CodeMap:
+    return CodeMap(len(code), len(code.rstrip()), line_starts(code), utf8_units(code), utf16_units(code))
+
+
+def utf8_column_to_index(positions: CodeMap, line: int, byte_column: int) -> int:
     """str index of esbuild's (1-based ``line``, UTF-8 ``byte_column``); a byte inside a character maps to
     that character's start, a column past the line's end to the line's end."""
+    starts = positions.starts
     row = min(max(line, 1), len(starts)) - 1
-    end = starts[row + 1] if row + 1 < len(starts) else len(code)
-    prefix = code[starts[row] : end].encode("utf-8", "surrogatepass")[: max(byte_column, 0)]
-    return starts[row] + len(prefix.decode("utf-8", "ignore"))
+    end = starts[row + 1] if row + 1 < len(starts) else positions.length
+    return min(positions.utf8.index(positions.utf8.offset(starts[row]) + max(byte_column, 0)), end)
 
 
-def utf16_indexer(code: str) -> Callable[[int], int]:
-    """A function from a UTF-16 code unit offset into ``code`` (TypeScript's positions) to the str index;
-    an offset inside a surrogate pair maps to its character, one at or past the end to ``len(code)``."""
-    if code.isascii() or max(code) <= "\uffff":
-        return lambda offset: min(max(offset, 0), len(code))
-    ends = list(itertools.accumulate(2 if character > "\uffff" else 1 for character in code))
-    return lambda offset: bisect.bisect_right(ends, max(offset, 0))
-
-
-def diagnostic_range(code: str, starts: list[int], to_index: Callable[[int], int], diagnostic: dict) -> tuple[int, int]:
-    """``[start, end)`` str indices into ``code`` of one worker diagnostic (see ``tsx/worker.mjs``);
-    ``to_index`` is :func:`utf16_indexer` of ``code``."""
+def diagnostic_range(positions: CodeMap, diagnostic: dict) -> tuple[int, int]:
+    """``[start, end)`` str indices into the code of one worker diagnostic (see ``tsx/worker.mjs``)."""
     if "offset_utf16" in diagnostic:
         offset = diagnostic["offset_utf16"]
-        return to_index(offset), to_index(offset + diagnostic["length"])
+        return positions.utf16.index(offset), positions.utf16.index(offset + diagnostic["length"])
     line, column = diagnostic["line"], diagnostic["column"]
     return (
-        utf8_column_to_index(code, starts, line, column),
-        utf8_column_to_index(code, starts, line, column + diagnostic["length"]),
+        utf8_column_to_index(positions, line, column),
+        utf8_column_to_index(positions, line, column + diagnostic["length"]),
     )
 
 
@@ -255,48 +339,65 @@ def diagnostic_range(code: str, starts: list[int], to_index: Callable[[int], int
 # Error regions
 
 
-def token_region(code: str, start: int, end: int) -> tuple[int, int]:
+def token_region(positions: CodeMap, start: int, end: int) -> tuple[int, int]:
     """The diagnostic's own characters, at least one; at the end of the code (an unfinished component:
     "unexpected end of file", a response cut by the length budget) the whole code, so that stopping
     early is never cheaper than one local mistake."""
-    if start >= len(code.rstrip()):
-        return 0, len(code)
-    return start, min(max(end, start + 1), len(code))
+    if start >= positions.content_end:
+        return 0, positions.length
+    return start, min(max(end, start + 1), positions.length)
 
 
-def line_region(starts: list[int], code: str, start: int, end: int) -> tuple[int, int]:
+def line_region(positions: CodeMap, start: int, end: int) -> tuple[int, int]:
     """The whole lines (terminators included) that ``[start, end)`` touches."""
+    starts = positions.starts
     first, last = line_of(starts, start), line_of(starts, max(end - 1, start))
-    return starts[first], starts[last + 1] if last + 1 < len(starts) else len(code)
+    return starts[first], starts[last + 1] if last + 1 < len(starts) else positions.length
 
 
-def element_region(code: str, starts: list[int], elements: list[tuple[int, int]], start: int, end: int):
-    """The innermost of the JSX ``elements`` (str index ranges) holding ``start``, else the line."""
-    holding = [(first, last) for first, last in elements if first <= start < last]
-    if not holding:
-        return line_region(starts, code, start, end)
-    return min(holding, key=lambda element: element[1] - element[0])
+def innermost_elements(elements: list[tuple[int, int]], points: list[int]) -> dict[int, tuple[int, int] | None]:
+    """For each of ``points``, the innermost of the nested-or-disjoint ``[start, end)`` ``elements`` that
+    holds it (None when none does), in one sweep over both sorted lists."""
+    upcoming = iter(sorted(elements, key=lambda element: (element[0], -element[1])))
+    following = next(upcoming, None)
+    holding: list[tuple[int, int]] = []  # open elements, each inside the one below it
+    found = {}
+    for point in sorted(set(points)):
+        while following is not None and following[0] <= point:
+            while holding and holding[-1][1] <= following[0]:
+                holding.pop()
+            holding.append(following)
+            following = next(upcoming, None)
+        while holding and holding[-1][1] <= point:
+            holding.pop()
+        found[point] = holding[-1] if holding else None
+    return found
 
 
-def error_regions(code: str, answer: dict, region: str) -> list[tuple[int, int]]:
-    """Merged, sorted ``[start, end)`` error regions of one block's worker answer."""
-    starts, to_index = line_starts(code), utf16_indexer(code)
-    elements = [(to_index(first), to_index(last)) for first, last in answer.get("elements", [])]
-    regions = []
-    for diagnostic in answer["diagnostics"]:
-        start, end = token_region(code, *diagnostic_range(code, starts, to_index, diagnostic))
-        if region == "line":
-            start, end = line_region(starts, code, start, end)
-        elif region == "element":
-            start, end = element_region(code, starts, elements, start, end)
-        regions.append((start, end))
+def merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted ``[start, end)`` ranges with overlapping or touching ones merged."""
     merged: list[tuple[int, int]] = []
-    for start, end in sorted(regions):
+    for start, end in sorted(ranges):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:
             merged.append((start, end))
     return merged
+
+
+def error_regions(code: str, answer: dict, region: str) -> list[tuple[int, int]]:
+    """Merged, sorted ``[start, end)`` error regions of one block's worker answer. ``"element"`` regions
+    use the answer's ``elements`` (UTF-16 ranges); without them (null, absent) every region is a line."""
+    positions = code_map(code)
+    ranges = [token_region(positions, *diagnostic_range(positions, d)) for d in answer["diagnostics"]]
+    if region == "line":
+        ranges = [line_region(positions, start, end) for start, end in ranges]
+    elif region == "element":
+        to_index = positions.utf16.index
+        elements = [(to_index(first), to_index(last)) for first, last in answer.get("elements") or []]
+        holding = innermost_elements(elements, [start for start, _ in ranges])
+        ranges = [holding[start] or line_region(positions, start, end) for start, end in ranges]
+    return merge_ranges(ranges)
 
 
 def block_spans(block_start: int, block_end: int, regions: list[tuple[int, int]], options: Options) -> list[Span]:
@@ -339,7 +440,8 @@ def precheck(text: str, options: Options) -> tuple[list[tuple[int, int]], dict |
     blocks = extract_blocks(text, options.blocks)
     if not blocks:
         return blocks, _result(no_code=1)
-    if sum(end - start for start, end in blocks) > options.max_code_chars:
+    too_long = sum(end - start for start, end in blocks) > options.max_code_chars
+    if too_long or max(longest_line(text[start:end]) for start, end in blocks) > options.max_line_chars:
         return blocks, _result(num_blocks=len(blocks), oversized=1)
     return blocks, None
 
@@ -397,6 +499,7 @@ class _WorkerProcess:
         self.write_lock = threading.Lock()
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
         self.ready: concurrent.futures.Future = concurrent.futures.Future()
+        self.killed = False
         threading.Thread(target=self._read_stdout, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
 
@@ -419,11 +522,14 @@ class _WorkerProcess:
             if future is None:
                 continue
             if "error" in message:
+                logger.warning("the TSX worker could not check a sample: %s", message["error"][:500])
                 _settle(future, error=CheckerError(f"the TSX worker failed on a request: {message['error']}"))
             else:
                 _settle(future, result=message)
         self.process.wait()
         error = CheckerError(f"the TSX worker exited (code {self.process.returncode}): {self.describe()}")
+        if not self.killed:
+            logger.warning("%s; the next check starts a new worker", error)
         _settle(self.ready, error=error)
         with self.pending_lock:
             failed, self.pending = list(self.pending.values()), {}
@@ -449,6 +555,7 @@ class _WorkerProcess:
         return future
 
     def kill(self) -> None:
+        self.killed = True
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
@@ -458,8 +565,10 @@ class TsxChecker:
     """Thread-safe client of the long-lived worker: many requests in flight, lazy (re)start.
 
     ``check`` / ``check_async`` send a batch of code strings and return the worker's answers in order.
-    A worker that does not answer a batch within its timeout is killed (its other pending requests fail
-    with :class:`CheckerError` too); a dead worker is replaced on the next call.
+    The worker bounds its own TypeScript batches (``timeout * TYPE_TIMEOUT_SHARE`` each, see
+    ``tsx/worker.mjs``) and answers a sample it cannot check with an error, which fails that sample alone.
+    A worker that still does not answer within ``timeout`` is killed (its other pending requests fail
+    with :class:`CheckerError` too); a dead worker is replaced on the next call. Both are logged.
     """
 
     def __init__(self, script: Path = WORKER_SCRIPT, node: str | None = None):
@@ -490,7 +599,7 @@ class TsxChecker:
             raise CheckerSetupError(f"the TSX worker did not start {hint}: {error}") from error
         return worker
 
-    def submit(self, codes: list[str], level: str, elements: bool, max_diagnostics: int):
+    def submit(self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float):
         """Send one request per code string; returns ``(worker, futures)``."""
         worker = self._running()
         futures = [
@@ -501,6 +610,7 @@ class TsxChecker:
                     "level": level,
                     "elements": elements,
                     "max_diagnostics": max_diagnostics,
+                    "type_timeout": timeout * TYPE_TIMEOUT_SHARE,
                 }
             )
             for code in codes
@@ -508,33 +618,34 @@ class TsxChecker:
         return worker, futures
 
     def kill(self, worker: _WorkerProcess) -> None:
-        """Kill ``worker`` (a hung one); the next call starts a fresh worker."""
+        """Kill ``worker``; the next call starts a fresh worker."""
         worker.kill()
         with self.lock:
             if self.worker is worker:
                 self.worker = None
 
+    def _hung(self, worker: _WorkerProcess, timeout: float) -> CheckerError:
+        """Kill ``worker``, which did not answer within ``timeout``; the error to raise."""
+        self.kill(worker)
+        error = CheckerError(f"the TSX worker did not answer within {timeout} s; it was killed ({worker.describe()})")
+        logger.warning("%s; the next check starts a new worker", error)
+        return error
+
     def check(self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float) -> list[dict]:
         """The worker's answers for ``codes``, in order; raises :class:`CheckerError`."""
-        worker, futures = self.submit(codes, level, elements, max_diagnostics)
+        worker, futures = self.submit(codes, level, elements, max_diagnostics, timeout)
         _, waiting = concurrent.futures.wait(futures, timeout=timeout)
         if waiting:
-            self.kill(worker)
-            raise CheckerError(
-                f"the TSX worker did not answer within {timeout} s; it was killed, the next call starts a new one"
-            )
+            raise self._hung(worker, timeout)
         return [future.result() for future in futures]
 
     async def check_async(self, codes, level, elements, max_diagnostics, timeout) -> list[dict]:
         """:meth:`check` for an event loop: waits without blocking the loop."""
-        worker, futures = self.submit(codes, level, elements, max_diagnostics)
+        worker, futures = self.submit(codes, level, elements, max_diagnostics, timeout)
         try:
             return await asyncio.wait_for(asyncio.gather(*map(asyncio.wrap_future, futures)), timeout)
         except asyncio.TimeoutError:
-            self.kill(worker)
-            raise CheckerError(
-                f"the TSX worker did not answer within {timeout} s; it was killed, the next call starts a new one"
-            ) from None
+            raise self._hung(worker, timeout) from None
 
     def close(self) -> None:
         with self.lock:

@@ -302,7 +302,7 @@ def test_diagnostics_are_capped_but_counted():
         ({"blocks": "first"}, "blocks='first' is not allowed"),
         ({"error_value": 0.0}, r"error_value=0.0 must lie in \[-1.0, 0.0\)"),
         ({"clean_value": 1.5}, r"clean_value=1.5 must lie in \[0.0, 1.0\]"),
-        ({"clean_value": float("nan")}, "must be a finite number"),
+        ({"clean_value": float("nan")}, "clean_value=nan must be a finite"),
         ({"timeout": 0}, "timeout=0 must lie in"),
         ({"max_code_chars": 0}, "max_code_chars=0 must be a positive integer"),
     ],
@@ -327,25 +327,28 @@ def test_non_string_response_raises():
 SAMPLES = ["plain ascii", "日本語 text", "emoji 😀🎉 and ✨", "mixed 你好😀\nnext 𝒳 line"]
 
 
+@pytest.mark.parametrize(("units", "encoding"), [("utf16_units", "utf-16-le"), ("utf8_units", "utf-8")])
 @pytest.mark.parametrize("text", SAMPLES)
-def test_utf16_indexer_matches_utf16_encoding(text):
-    to_index = rt.utf16_indexer(text)
+def test_code_units_match_the_encoding(text, units, encoding):
+    width = 2 if encoding == "utf-16-le" else 1
+    code_units = getattr(rt, units)(text)
     for index in range(len(text) + 1):
-        assert to_index(len(text[:index].encode("utf-16-le")) // 2) == index
-    assert to_index(10**6) == len(text)
+        offset = len(text[:index].encode(encoding)) // width
+        assert (code_units.index(offset), code_units.offset(index)) == (index, offset)
+    assert code_units.index(10**6) == len(text)
 
 
 def test_utf16_offset_inside_a_surrogate_pair_maps_to_its_character():
-    assert rt.utf16_indexer("a😀b")(2) == 1
+    assert rt.utf16_units("a😀b").index(2) == 1
 
 
 @pytest.mark.parametrize("text", SAMPLES)
 def test_utf8_column_to_index_matches_utf8_encoding(text):
-    starts = rt.line_starts(text)
+    positions = rt.code_map(text)
     for index in range(len(text)):
-        row = max(row for row, start in enumerate(starts) if start <= index)
-        column = len(text[starts[row] : index].encode("utf-8"))
-        assert rt.utf8_column_to_index(text, starts, row + 1, column) == index
+        row = max(row for row, start in enumerate(positions.starts) if start <= index)
+        column = len(text[positions.starts[row] : index].encode("utf-8"))
+        assert rt.utf8_column_to_index(positions, row + 1, column) == index
 
 
 def test_line_starts_use_esbuild_line_breaks():

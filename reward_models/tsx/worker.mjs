@@ -4,10 +4,11 @@
 // Protocol: newline-delimited JSON on stdin and stdout. On start the worker writes one line
 //   {"ready": true, "node": str, "esbuild": str}
 // then answers each request line
-//   {"id": int, "code": str, "level": "syntax" | "types", "elements": bool, "max_diagnostics": int}
+//   {"id": int, "code": str, "level": "syntax" | "types", "elements": bool, "max_diagnostics": int,
+//    "type_timeout"?: float (seconds, default 10)}
 // with one line (answers may come out of order: syntax checks run concurrently)
 //   {"id": int, "ok": bool, "total": int, "diagnostics": [Diagnostic, ...], "elements"?: [[start, end], ...]}
-// or, when the checker itself fails on a request, {"id": int, "error": str}.
+// or, when the checker itself fails on that request, {"id": int, "error": str}.
 //
 // Diagnostic: {"source": "esbuild" | "typescript", "line": int (1-based), "column": int (0-based),
 //   "length": int, "message": str, "offset_utf16"?: int, "code"?: int}
@@ -15,46 +16,45 @@
 //   typescript: offset_utf16 and length count UTF-16 code units from the start of the code; line and
 //               column are TypeScript's (UTF-16 column).
 // Only the first max_diagnostics diagnostics are sent (messages cut to 500 UTF-16 units); "total" counts all.
-// "elements" (when requested) lists the [start, end) UTF-16 ranges of every JSX element and fragment of
-// TypeScript's error-tolerant parse of the code.
+// "elements" (requested, and the code fails) lists the [start, end) UTF-16 ranges of every JSX element and
+// fragment of TypeScript's error-tolerant parse, parents before their children; null when that parse
+// itself fails (nesting too deep even for the thread's stack).
 //
 // Levels: "syntax" = esbuild's TSX parser (stops at its first error). "types" = the syntax level, then,
 // if that passes, TypeScript's syntactic and semantic diagnostics against @types/react (see COMPILER_OPTIONS).
-// Type checks that wait in the queue together run as one program of separate modules (see drainTypeQueue).
+//
+// Isolation: TypeScript runs in one worker thread (THREAD_LIMITS: a large stack for deeply nested code, a
+// heap cap that ends the thread instead of the process). Type checks that wait together run there as one
+// program of separate modules, one request after the other (see runTypeBatch). Only the request that
+// fails gets an error answer; the rest of its batch gets real answers:
+//   - its check throws (e.g. a stack overflow): the requests after it are checked in a fresh program;
+//   - the program of the batch cannot be built: each request is checked in a program of its own;
+//   - its check runs past its type_timeout, or the thread dies (heap cap): the thread is replaced and
+//     the requests after it are checked on the new one.
+// Element ranges are computed there too, and only for code that fails; when TypeScript cannot parse
+// the code for them, "elements" is null (the client then uses lines), not an error.
 // The worker exits when stdin closes, after answering the requests in flight.
 import { createRequire } from "node:module";
 import path from "node:path";
 import readline from "node:readline";
 import { fileURLToPath } from "node:url";
-import * as esbuild from "esbuild";
+import { isMainThread, parentPort, Worker } from "node:worker_threads";
 
 const require = createRequire(import.meta.url);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const MAX_MESSAGE = 500;
-
-function esbuildDiagnostic(message) {
-  const location = message.location ?? { line: 1, column: 0, length: 0 };
-  return {
-    source: "esbuild",
-    line: location.line,
-    column: location.column,
-    length: location.length,
-    message: message.text,
-  };
-}
-
-async function esbuildDiagnostics(code) {
-  try {
-    await esbuild.transform(code, { loader: "tsx", jsx: "automatic", logLevel: "silent", logLimit: 0 });
-    return [];
-  } catch (failure) {
-    if (!Array.isArray(failure.errors)) throw failure;
-    return failure.errors.map(esbuildDiagnostic);
-  }
-}
-
-// TypeScript is loaded on first use: syntax-only workers (and one-shot runs) never pay for it.
-let typescriptChecker = null;
+const MAX_BATCH = 32;
+const DEFAULT_TYPE_TIMEOUT = 10;
+// setTimeout's largest delay; a longer one would fire at once.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+// TypeScript's parser recurses once per nesting level: a thread's 4 MB default stack overflows at a few
+// thousand nested array literals, 64 MB parses the 50,000 of a 100,000-character code. The heap cap
+// (a normal batch needs a few hundred MB) ends a runaway check without taking the process down.
+const THREAD_LIMITS = { stackSizeMb: 64, maxOldGenerationSizeMb: 2048 };
+// Loading TypeScript and React's types (outside every request's time limit).
+const THREAD_START_MS = 120_000;
+// Code that can change what other modules see (global or module augmentations) is type-checked alone.
+const AUGMENTS = /\bdeclare\s+(global|module|namespace)\b|\/\/\/\s*<reference/;
 
 function createTypescriptChecker() {
   const ts = require("typescript");
@@ -124,85 +124,296 @@ function createTypescriptChecker() {
     };
   }
 
-  // Type-checks several codes in one program: the checker resolves React's types once per batch, which
-  // is most of the cost of a check. Returns one diagnostics list per code.
-  function diagnostics(codes) {
+  // Makes the typed codes the modules of one program and builds it (parses them): the checker then
+  // resolves React's types once for the batch, which is most of the cost of a check. Returns the files.
+  function load(codes) {
     const files = codes.map((code, number) => {
       virtual.set(slot(number), code);
       versions.set(slot(number), (versions.get(slot(number)) ?? 0) + 1);
       return slot(number);
     });
     roots = [...files, ambient];
-    return files.map((file) =>
-      [...service.getSyntacticDiagnostics(file), ...service.getSemanticDiagnostics(file)]
-        .filter((d) => d.category === ts.DiagnosticCategory.Error)
-        .map(toDiagnostic),
-    );
+    service.getProgram();
+    return files;
   }
 
+  function diagnostics(file) {
+    return [...service.getSyntacticDiagnostics(file), ...service.getSemanticDiagnostics(file)]
+      .filter((d) => d.category === ts.DiagnosticCategory.Error)
+      .map(toDiagnostic);
+  }
+
+  // JSX element and fragment ranges in pre-order, walked with an explicit stack (no recursion depth).
   function elements(code) {
     const source = ts.createSourceFile(slot(0), code, ts.ScriptTarget.Latest, true, ts.ScriptKind.TSX);
     const ranges = [];
-    const visit = (node) => {
+    const stack = [source];
+    while (stack.length > 0) {
+      const node = stack.pop();
       if (ts.isJsxElement(node) || ts.isJsxSelfClosingElement(node) || ts.isJsxFragment(node)) {
         ranges.push([node.getStart(source), node.end]);
       }
-      ts.forEachChild(node, visit);
-    };
-    visit(source);
+      const children = [];
+      ts.forEachChild(node, (child) => {
+        children.push(child);
+      });
+      for (let number = children.length - 1; number >= 0; number -= 1) stack.push(children[number]);
+    }
     return ranges;
   }
 
-  return { diagnostics, elements };
+  return { load, diagnostics, elements };
 }
 
-function typescript() {
-  typescriptChecker ??= createTypescriptChecker();
-  return typescriptChecker;
+// ---------------------------------------------------------------------------------------------------
+// The TypeScript thread. It receives batches of jobs {code, types, elements} and posts one message
+// {index, answer} per job, in order: answer = {diagnostics?: [...], elements?: [...] | null} or {error}.
+
+function describe(failure) {
+  return String(failure?.stack ?? failure).slice(0, 2000);
 }
 
-// Type checks waiting for the next batch. Code that can change what other modules see (global or module
-// augmentations) is checked in a batch of its own.
-const MAX_BATCH = 32;
-const AUGMENTS = /\bdeclare\s+(global|module|namespace)\b|\/\/\/\s*<reference/;
-let typeQueue = [];
-
-function drainTypeQueue() {
-  while (typeQueue.length > 0) {
-    const augmenting = typeQueue.findIndex((job) => AUGMENTS.test(job.code));
-    const size = augmenting === 0 ? 1 : augmenting === -1 ? typeQueue.length : augmenting;
-    const batch = typeQueue.splice(0, Math.min(size, MAX_BATCH));
-    try {
-      const found = typescript().diagnostics(batch.map((job) => job.code));
-      batch.forEach((job, number) => job.resolve(found[number]));
-    } catch (failure) {
-      batch.forEach((job) => job.reject(failure));
-    }
+function elementsOrNull(checker, code) {
+  try {
+    return checker.elements(code);
+  } catch {
+    return null;
   }
 }
 
-function typeDiagnostics(code) {
-  return new Promise((resolve, reject) => {
-    if (typeQueue.length === 0) setImmediate(drainTypeQueue);
-    typeQueue.push({ code, resolve, reject });
+function answerJob(checker, job, file) {
+  const answer = job.types ? { diagnostics: checker.diagnostics(file) } : {};
+  const failing = !job.types || answer.diagnostics.length > 0;
+  return job.elements && failing ? { ...answer, elements: elementsOrNull(checker, job.code) } : answer;
+}
+
+function post(job, answer) {
+  parentPort.postMessage({ index: job.index, answer });
+}
+
+// Answers jobs (each {index, code, types, elements}) from one program. A program that cannot be built
+// (a parse that overflows) is retried one job at a time; a job whose check throws gets {error}, and the
+// jobs after it get a fresh program (the checker's state after a throw is not trusted).
+function answerJobs(checker, jobs) {
+  const typed = jobs.filter((job) => job.types);
+  let files;
+  let unbuilt = null;
+  try {
+    files = new Map(checker.load(typed.map((job) => job.code)).map((file, number) => [typed[number], file]));
+  } catch (failure) {
+    if (jobs.length > 1) return jobs.forEach((job) => answerJobs(checker, [job]));
+    unbuilt = failure;
+  }
+  for (const [position, job] of jobs.entries()) {
+    let answer;
+    try {
+      if (unbuilt !== null) throw unbuilt;
+      answer = answerJob(checker, job, files.get(job));
+    } catch (failure) {
+      post(job, { error: `TypeScript failed on this code: ${describe(failure)}` });
+      return answerJobs(checker, jobs.slice(position + 1));
+    }
+    post(job, answer);
+  }
+}
+
+function runTypeThread() {
+  const checker = createTypescriptChecker();
+  checker.diagnostics(checker.load(["export const Warm = () => <div />;"])[0]);
+  parentPort.on("message", (jobs) => answerJobs(checker, jobs.map((job, index) => ({ ...job, index }))));
+  parentPort.postMessage("ready");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The main thread's handle on the TypeScript thread.
+
+class TypeThread {
+  constructor() {
+    this.worker = new Worker(new URL(import.meta.url), { resourceLimits: THREAD_LIMITS });
+    this.lost = null; // why the thread is gone, once it is
+    this.batch = null; // {jobs, answered, done} while a batch runs
+    this.timer = null;
+    this.ready = new Promise((resolve) => {
+      this.started = resolve;
+    });
+    this.arm(THREAD_START_MS, "start");
+    this.worker.on("message", (message) => this.receive(message));
+    this.worker.on("error", (failure) => this.fail(`the type-check thread failed: ${describe(failure)}`));
+    this.worker.on("exit", (code) => this.fail(`the type-check thread exited (code ${code})`));
+  }
+
+  arm(limitMs, what) {
+    clearTimeout(this.timer);
+    const fail = () => this.fail(`the type-check thread did not ${what} within ${limitMs / 1000} s`);
+    this.timer = setTimeout(fail, Math.min(limitMs, MAX_TIMER_MS));
+  }
+
+  armFor(job) {
+    this.arm(job.limitMs, "finish one sample's type check");
+  }
+
+  receive(message) {
+    if (this.lost !== null) return; // a message that was on its way when the thread was given up
+    if (message === "ready") {
+      clearTimeout(this.timer);
+      this.started(true);
+      return;
+    }
+    const batch = this.batch;
+    batch.jobs[message.index].resolve(message.answer);
+    batch.answered += 1;
+    if (batch.answered < batch.jobs.length) this.armFor(batch.jobs[batch.answered]);
+    else this.finish(null);
+  }
+
+  finish(lost) {
+    clearTimeout(this.timer);
+    const batch = this.batch;
+    this.batch = null;
+    batch?.done(lost);
+  }
+
+  fail(reason) {
+    if (this.lost !== null) return;
+    this.lost = reason;
+    this.worker.terminate();
+    this.started(reason);
+    this.finish(this.batch && { index: this.batch.answered, reason });
+  }
+
+  // Checks jobs in order, resolving each job with its answer as it arrives; each may take its own
+  // limitMs, counted from the previous answer. Resolves to null when every job was answered, else to
+  // {index, reason}: the job in progress when the thread was lost, and why.
+  check(jobs) {
+    return new Promise((done) => {
+      this.batch = { jobs, answered: 0, done };
+      this.armFor(jobs[0]);
+      this.worker.postMessage(jobs.map(({ code, types, elements }) => ({ code, types, elements })));
+    });
+  }
+}
+
+let typeThread = null;
+
+function currentTypeThread() {
+  if (typeThread === null || typeThread.lost !== null) typeThread = new TypeThread();
+  return typeThread;
+}
+
+// Resolves every job of a batch: the job in progress when a thread is lost gets {error}, the jobs
+// after it go to a fresh thread. A thread that cannot start fails every job, without retries.
+async function runTypeBatch(jobs) {
+  let waiting = jobs;
+  while (waiting.length > 0) {
+    const thread = currentTypeThread();
+    const started = await thread.ready;
+    if (started !== true) return waiting.forEach((job) => job.resolve({ error: started }));
+    const lost = await thread.check(waiting);
+    if (lost === null) return;
+    waiting[lost.index].resolve({ error: lost.reason });
+    waiting = waiting.slice(lost.index + 1);
+  }
+}
+
+// Jobs waiting for the TypeScript thread; those that queue while it works form its next batch.
+const typeQueue = [];
+let draining = false;
+
+function nextBatch() {
+  const augmenting = typeQueue.findIndex((job) => job.types && AUGMENTS.test(job.code));
+  const size = augmenting === 0 ? 1 : augmenting === -1 ? typeQueue.length : augmenting;
+  return typeQueue.splice(0, Math.min(size, MAX_BATCH));
+}
+
+async function drainTypeQueue() {
+  draining = true;
+  try {
+    while (typeQueue.length > 0) await runTypeBatch(nextBatch());
+  } finally {
+    draining = false;
+  }
+}
+
+function typeThreadJob(job) {
+  return new Promise((resolve) => {
+    typeQueue.push({ ...job, resolve });
+    if (!draining) drainTypeQueue();
   });
 }
 
-async function check(request) {
+// ---------------------------------------------------------------------------------------------------
+// Requests
+
+function esbuildDiagnostic(message) {
+  const location = message.location ?? { line: 1, column: 0, length: 0 };
+  return {
+    source: "esbuild",
+    line: location.line,
+    column: location.column,
+    length: location.length,
+    message: message.text,
+  };
+}
+
+// The output is thrown away; minified printing keeps it linear in the code's size. Unminified, esbuild
+// indents every nesting level (a 40 kB block nest prints over 500 MB, more than a string can hold: the
+// process dies) and its readable renamer takes minutes on a few thousand nested functions. Neither
+// option changes the diagnostics (same errors on 300 mutated components).
+const ESBUILD_OPTIONS = {
+  loader: "tsx",
+  jsx: "automatic",
+  logLevel: "silent",
+  logLimit: 0,
+  minifyWhitespace: true,
+  minifyIdentifiers: true,
+};
+
+async function esbuildDiagnostics(esbuild, code) {
+  try {
+    await esbuild.transform(code, ESBUILD_OPTIONS);
+    return [];
+  } catch (failure) {
+    if (!Array.isArray(failure.errors)) throw failure;
+    return failure.errors.map(esbuildDiagnostic);
+  }
+}
+
+function validate(request) {
   if (typeof request.code !== "string") throw new Error("request.code must be a string");
   if (request.level !== "syntax" && request.level !== "types") {
     throw new Error(`unknown level ${JSON.stringify(request.level)}; allowed: "syntax", "types"`);
   }
-  let diagnostics = await esbuildDiagnostics(request.code);
-  if (diagnostics.length === 0 && request.level === "types") diagnostics = await typeDiagnostics(request.code);
-  const limit = Number.isInteger(request.max_diagnostics) ? request.max_diagnostics : 20;
+  const limit = request.max_diagnostics ?? 20;
+  if (!(Number.isInteger(limit) && limit > 0)) {
+    throw new Error(`max_diagnostics must be a positive integer, got ${JSON.stringify(limit)}`);
+  }
+  const timeout = request.type_timeout ?? DEFAULT_TYPE_TIMEOUT;
+  if (!(typeof timeout === "number" && timeout > 0 && Number.isFinite(timeout))) {
+    throw new Error(`type_timeout must be a positive number of seconds, got ${JSON.stringify(timeout)}`);
+  }
+}
+
+async function check(esbuild, request) {
+  validate(request);
+  const syntax = await esbuildDiagnostics(esbuild, request.code);
+  const types = syntax.length === 0 && request.level === "types";
+  const elements = Boolean(request.elements) && (types || syntax.length > 0);
+  let found = { diagnostics: syntax };
+  if (types || elements) {
+    const limitMs = (request.type_timeout ?? DEFAULT_TYPE_TIMEOUT) * 1000;
+    const typed = await typeThreadJob({ code: request.code, types, elements, limitMs });
+    if (types && typed.error !== undefined) throw new Error(typed.error);
+    // Element ranges only refine the error regions: without them the client uses lines.
+    found = types ? typed : { diagnostics: syntax, elements: typed.elements ?? null };
+  }
+  const limit = request.max_diagnostics ?? 20;
   const answer = {
     id: request.id,
-    ok: diagnostics.length === 0,
-    total: diagnostics.length,
-    diagnostics: diagnostics.slice(0, limit).map((d) => ({ ...d, message: d.message.slice(0, MAX_MESSAGE) })),
+    ok: found.diagnostics.length === 0,
+    total: found.diagnostics.length,
+    diagnostics: found.diagnostics.slice(0, limit).map((d) => ({ ...d, message: d.message.slice(0, MAX_MESSAGE) })),
   };
-  if (request.elements) answer.elements = typescript().elements(request.code);
+  if (elements) answer.elements = found.elements ?? null;
   return answer;
 }
 
@@ -210,7 +421,7 @@ function send(message) {
   process.stdout.write(`${JSON.stringify(message)}\n`);
 }
 
-async function answer(line) {
+async function answer(esbuild, line) {
   let request;
   try {
     request = JSON.parse(line);
@@ -219,23 +430,32 @@ async function answer(line) {
     return;
   }
   try {
-    send(await check(request));
+    send(await check(esbuild, request));
   } catch (failure) {
-    send({ id: request.id ?? null, error: String(failure?.stack ?? failure).slice(0, 2000) });
+    send({ id: request?.id ?? null, error: describe(failure) });
   }
 }
 
-const inFlight = new Set();
-const input = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
-input.on("line", (line) => {
-  if (!line.trim()) return;
-  const task = answer(line);
-  inFlight.add(task);
-  task.finally(() => inFlight.delete(task));
-});
-input.on("close", async () => {
-  await Promise.all(inFlight);
-  await esbuild.stop();
-  process.exit(0);
-});
-send({ ready: true, node: process.version, esbuild: esbuild.version });
+async function serve() {
+  // A missing package is a broken installation: fail at start, not on every request.
+  require.resolve("typescript");
+  require.resolve("@types/react/package.json");
+  const esbuild = await import("esbuild");
+  const inFlight = new Set();
+  const input = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+  input.on("line", (line) => {
+    if (!line.trim()) return;
+    const task = answer(esbuild, line);
+    inFlight.add(task);
+    task.finally(() => inFlight.delete(task));
+  });
+  input.on("close", async () => {
+    await Promise.all(inFlight);
+    await esbuild.stop();
+    process.exit(0);
+  });
+  send({ ready: true, node: process.version, esbuild: esbuild.version });
+}
+
+if (isMainThread) await serve();
+else runTypeThread();
