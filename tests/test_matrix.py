@@ -76,6 +76,16 @@ def test_protocol_runs_set_their_learning_rate_and_validate_on_the_held_out_spli
     assert config.trainer.experiment_name == "ps_grpo-seed0-lr3e-05"
 
 
+def test_a_sweep_can_skip_the_validation_before_training(tmp_path):
+    validation = matrix.parse_validation("val", 16, 4, before=False)
+    overrides = matrix.run_overrides(matrix.TASKS["arith"], ASSETS, "grpo", 0, 32, tmp_path, 1e-5, validation)
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=overrides)
+    assert not config.trainer.val_before_train and config.trainer.test_freq == 16
+    assert list(config.data.val_files) == ["/d/val.parquet"]
+    assert config.actor_rollout_ref.rollout.val_kwargs.n == 4
+
+
 def test_runs_without_validation_do_not_validate(tmp_path):
     overrides = matrix.run_overrides(matrix.TASKS["react"], ASSETS, "grpo", 0, 7, tmp_path)
     with initialize_config_module(config_module="verl.trainer.config", version_base=None):

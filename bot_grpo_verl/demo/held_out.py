@@ -27,13 +27,15 @@ class Validation:
 
     Attributes:
         splits: which held-out splits to sample (``"val"``, ``"test"``), in one verl validation.
-        every: validate before training and every this many steps (and after the last one).
+        every: validate every this many steps (and after the last one).
         samples: temperature-1 samples per problem (the n of Pass@k).
+        before: also validate before training (step 0).
     """
 
     splits: tuple[str, ...] = ("val", "test")
     every: int = 4
     samples: int = 8
+    before: bool = True
 
     def __post_init__(self):
         if not set(self.splits) <= set(SPLITS) or self.every < 1 or self.samples < 1:
@@ -41,14 +43,14 @@ class Validation:
 
 
 def validation_overrides(assets, validation: Validation | None, out: Path) -> list[str]:
-    """Validate before training and every ``validation.every`` steps on the chosen held-out splits, at
+    """Validate (before training, if asked, and) every ``validation.every`` steps on the chosen held-out splits, at
     temperature 1 (put these after settings that turn validation off, so they win)."""
     if validation is None:
         return []
     files = ",".join(str(getattr(assets, f"{split}_parquet")) for split in validation.splits)
     return [
         f"data.val_files=[{files}]",
-        "trainer.val_before_train=true",
+        f"trainer.val_before_train={str(validation.before).lower()}",
         f"trainer.test_freq={validation.every}",
         f"trainer.validation_data_dir={out / 'validation'}",
         f"actor_rollout_ref.rollout.val_kwargs.n={validation.samples}",
