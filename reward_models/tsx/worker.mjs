@@ -18,15 +18,15 @@
 // Only the first max_diagnostics diagnostics are sent (messages cut to 500 UTF-16 units); "total" counts all.
 // "elements" (requested, and the code fails) lists the [start, end) UTF-16 ranges of every JSX element and
 // fragment of TypeScript's error-tolerant parse, parents before their children; null when that parse
-// itself fails (nesting too deep even for the thread's stack).
+// itself fails (nesting too deep for the thread's stack).
 //
 // Levels: "syntax" = esbuild's TSX parser (stops at its first error). "types" = the syntax level, then,
 // if that passes, TypeScript's syntactic and semantic diagnostics against @types/react (see COMPILER_OPTIONS).
 //
-// Isolation: TypeScript runs in one worker thread (THREAD_LIMITS: a large stack for deeply nested code, a
-// heap cap that ends the thread instead of the process). Type checks that wait together run there as one
-// program of separate modules, one request after the other (see runTypeBatch). Only the request that
-// fails gets an error answer; the rest of its batch gets real answers:
+// Isolation: TypeScript runs in one worker thread (THREAD_LIMITS: a small stack, so deep nesting fails
+// fast, and a heap cap that ends the thread instead of the process). Type checks that wait together run
+// there as one program of separate modules, one request after the other (see runTypeBatch). Only the
+// request that fails gets an error answer; the rest of its batch gets real answers:
 //   - its check throws (e.g. a stack overflow): the requests after it are checked in a fresh program;
 //   - the program of the batch cannot be built: each request is checked in a program of its own;
 //   - its check runs past its type_timeout, or the thread dies (heap cap): the thread is replaced and
@@ -47,10 +47,12 @@ const MAX_BATCH = 32;
 const DEFAULT_TYPE_TIMEOUT = 10;
 // setTimeout's largest delay; a longer one would fire at once.
 const MAX_TIMER_MS = 2 ** 31 - 1;
-// TypeScript's parser recurses once per nesting level: a thread's 4 MB default stack overflows at a few
-// thousand nested array literals, 64 MB parses the 50,000 of a 100,000-character code. The heap cap
-// (a normal batch needs a few hundred MB) ends a runaway check without taking the process down.
-const THREAD_LIMITS = { stackSizeMb: 64, maxOldGenerationSizeMb: 2048 };
+// TypeScript recurses once per nesting level, and its checker is superlinear on some nestings long
+// before a larger stack runs out (1,000 nested array literals: 1 ms to overflow a 1 MB stack, 14 s of
+// checking with 2 MB, 26 s with 4 MB). A 1 MB stack, about the main thread's, makes nesting past ~1,000
+// levels fail within milliseconds; real components nest a few dozen. The heap cap (a normal batch needs
+// a few hundred MB) ends a runaway check without taking the process down.
+const THREAD_LIMITS = { stackSizeMb: 1, maxOldGenerationSizeMb: 2048 };
 // Loading TypeScript and React's types (outside every request's time limit).
 const THREAD_START_MS = 120_000;
 // Code that can change what other modules see (global or module augmentations) is type-checked alone.
