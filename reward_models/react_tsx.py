@@ -121,7 +121,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from bot_grpo_verl.options import options_from_kwargs
@@ -195,7 +195,8 @@ def parse_options(kwargs: dict) -> Options:
     _check_positive_int("max_code_chars", options.max_code_chars)
     _check_positive_int("max_line_chars", options.max_line_chars)
     _check_positive_int("max_diagnostics", options.max_diagnostics)
-    return options
+    # Plain Python values: numpy scalars pass the checks, and the worker's requests are JSON.
+    return Options(**{field.name: field.type(getattr(options, field.name)) for field in fields(Options)})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -239,7 +240,7 @@ def extract_blocks(text: str, blocks: str = "all") -> list[tuple[int, int]]:
 # ---------------------------------------------------------------------------------------------------
 # Diagnostic positions -> str indices
 #
-# Everything here is built once per block in O(n) (:func:`code_map`); each diagnostic then costs O(log n),
+# Everything here is built once per block in O(n) (:class:`CodeMap`); each diagnostic then costs O(log n),
 # so no input shape (one huge line, thousands of diagnostics or nested elements) makes a scan quadratic.
 
 # esbuild's line terminators (internal/logger: computeLineAndColumn).
@@ -262,7 +263,7 @@ def line_of(starts: list[int], index: int) -> int:
 
 
 def _utf8_width(character: str) -> int:
-    """UTF-8 bytes of one character (a lone surrogate counts 3: esbuild reads it as U+FFFD)."""
+    """UTF-8 bytes of one character (a surrogate counts 3: the worker gets U+FFFD in its place)."""
     return 1 if character < "\x80" else 2 if character < "\u0800" else 3 if character < "\U00010000" else 4
 
 
@@ -299,19 +300,22 @@ def utf16_units(code: str) -> CodeUnits:
     return CodeUnits(code, None if code.isascii() or max(code) <= "\uffff" else _utf16_width)
 
 
-@dataclass(frozen=True)
 class CodeMap:
-    """Position lookups into one block's code (see :func:`code_map`)."""
+    """Position lookups into one block's code; the code-unit tables are built on first use."""
 
-    length: int
-    content_end: int  # len(code.rstrip()): a diagnostic at or past it is at the end of the code
-    starts: list[int]
-    utf8: CodeUnits
-    utf16: CodeUnits
+    def __init__(self, code: str):
+        self.code = code
+        self.length = len(code)
+        self.content_end = len(code.rstrip())  # a diagnostic at or past it is at the end of the code
+        self.starts = line_starts(code)
 
+    @functools.cached_property
+    def utf8(self) -> CodeUnits:
+        return utf8_units(self.code)
 
-def code_map(code: str) -> CodeMap:
-    return CodeMap(len(code), len(code.rstrip()), line_starts(code), utf8_units(code), utf16_units(code))
+    @functools.cached_property
+    def utf16(self) -> CodeUnits:
+        return utf16_units(self.code)
 
 
 def utf8_column_to_index(positions: CodeMap, line: int, byte_column: int) -> int:
@@ -388,7 +392,7 @@ def merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def error_regions(code: str, answer: dict, region: str) -> list[tuple[int, int]]:
     """Merged, sorted ``[start, end)`` error regions of one block's worker answer. ``"element"`` regions
     use the answer's ``elements`` (UTF-16 ranges); without them (null, absent) every region is a line."""
-    positions = code_map(code)
+    positions = CodeMap(code)
     ranges = [token_region(positions, *diagnostic_range(positions, d)) for d in answer["diagnostics"]]
     if region == "line":
         ranges = [line_region(positions, start, end) for start, end in ranges]
@@ -685,8 +689,13 @@ atexit.register(_close_shared_checker)
 # verl entry points
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _request_args(text: str, blocks: list[tuple[int, int]], options: Options) -> tuple:
-    codes = [text[start:end] for start, end in blocks]
+    # Surrogate code points become U+FFFD, one character for one: JavaScript would join a high and a low
+    # one into a single character, and every position after them would shift.
+    codes = [_SURROGATE.sub("\ufffd", text[start:end]) for start, end in blocks]
     return codes, options.level, options.region == "element", options.max_diagnostics, options.timeout
 
 

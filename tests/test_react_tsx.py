@@ -344,7 +344,7 @@ def test_utf16_offset_inside_a_surrogate_pair_maps_to_its_character():
 
 @pytest.mark.parametrize("text", SAMPLES)
 def test_utf8_column_to_index_matches_utf8_encoding(text):
-    positions = rt.code_map(text)
+    positions = rt.CodeMap(text)
     for index in range(len(text)):
         row = max(row for row, start in enumerate(positions.starts) if start <= index)
         column = len(text[positions.starts[row] : index].encode("utf-8"))

@@ -1,0 +1,391 @@
+"""Adversarial inputs for reward_models/react_tsx.py (issue #11): every bad or unusual input gets a
+defined result in bounded time, or a clear error, and no sample changes another sample's result.
+
+Tables: bad options (``ValueError`` naming the option, before any check), bad ``solution_str`` types
+(``TypeError``), and degenerate responses (the exact result, error ranges marked with ``⟦...⟧``). Then
+the worker's isolation of samples that crash or hang TypeScript, its restart, time bounds checked as
+ratios (degenerate vs normal input of the same size), and a fuzz test of the position mapping.
+"""
+
+import concurrent.futures
+import logging
+import math
+import re
+import shutil
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_react_tsx import error_ranges, fenced, rt, unmark
+
+from bot_grpo_verl.token_rewards import parse_reward_result
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node (Node.js >= 18) is not on PATH")
+
+INF, NAN = math.inf, math.nan
+
+# --- bad options: ValueError at configuration, naming the option and its value -------------------------
+
+BAD_OPTIONS = [
+    {"timeout": INF},
+    {"timeout": NAN},
+    {"timeout": -1.0},
+    {"timeout": 0.0},
+    {"timeout": 1e6},
+    {"timeout": True},
+    {"timeout": "30"},
+    {"timeout": None},
+    {"level": True},
+    {"level": "SYNTAX"},
+    {"level": None},
+    {"level": ["syntax"]},
+    {"region": "block"},
+    {"region": 0},
+    {"blocks": "first"},
+    {"blocks": None},
+    {"clean_value": True},
+    {"clean_value": "0.5"},
+    {"clean_value": INF},
+    {"clean_value": NAN},
+    {"clean_value": -0.1},
+    {"clean_value": 1.5},
+    {"error_value": 0.0},
+    {"error_value": -1.5},
+    {"error_value": False},
+    {"error_value": NAN},
+    {"error_value": -INF},
+    {"max_code_chars": 0},
+    {"max_code_chars": -5},
+    {"max_code_chars": 1.5},
+    {"max_code_chars": 1e5},
+    {"max_code_chars": True},
+    {"max_code_chars": "100"},
+    {"max_code_chars": INF},
+    {"max_line_chars": 0},
+    {"max_line_chars": 2.0},
+    {"max_diagnostics": 0},
+    {"max_diagnostics": True},
+    {"max_diagnostics": None},
+]
+
+UNKNOWN_OPTIONS = [{"regoin": "line"}, {"Level": "types"}, {"max_chars": 5}]
+
+
+@pytest.mark.parametrize("options", BAD_OPTIONS, ids=lambda options: repr(options)[1:-1])
+def test_bad_option_value_raises_naming_it(options):
+    ((name, value),) = options.items()
+    message = re.escape(f"{name}={value!r}")
+    with pytest.raises(ValueError, match=message):
+        rt.parse_options(options)
+    with pytest.raises(ValueError, match=message):
+        rt.compute_score("react", "export {};", None, **options)
+
+
+@pytest.mark.parametrize("options", UNKNOWN_OPTIONS, ids=lambda options: next(iter(options)))
+def test_unknown_option_raises_listing_the_allowed_ones(options):
+    with pytest.raises(ValueError, match=rf"unknown react_tsx option.*{next(iter(options))}.*max_line_chars"):
+        rt.parse_options(options)
+
+
+def test_numbers_of_other_types_are_accepted_as_plain_python_numbers():
+    options = rt.parse_options({"timeout": 5, "clean_value": np.float32(0.25), "max_diagnostics": np.int64(3)})
+    assert (options.timeout, options.clean_value, options.max_diagnostics) == (5.0, 0.25, 3)
+    assert [type(value) for value in (options.timeout, options.clean_value, options.max_diagnostics)] == [
+        float,
+        float,
+        int,
+    ]
+    code = "\n".join(f"const v{i}: number = 'x';" for i in range(5)) + "\nexport {};"
+    result = rt.compute_score("react", code, None, level="types", max_diagnostics=np.int64(3))
+    assert (result["num_diagnostics"], len(error_ranges(result))) == (5, 3)
+
+
+@pytest.mark.parametrize("response", [None, b"export {};", 42, ["export {};"]], ids=type)
+def test_non_string_response_raises_a_type_error(response):
+    with pytest.raises(TypeError, match="solution_str must be a str"):
+        rt.compute_score("react", response, None)
+
+
+# --- degenerate responses: a defined result, spans mapped exactly -----------------------------------------
+
+
+def nested_jsx(depth: int, inner: str) -> str:
+    return "export const A = () => (\n" + "<div>\n" * depth + inner + "\n" + "</div>\n" * depth + ");\n"
+
+
+LONG = {"max_code_chars": 10**6, "max_line_chars": 10**6}
+NO_CODE = {"no_code": 1, "num_blocks": 0}
+OVERSIZED = {"oversized": 1}
+CHECKER_ERROR = {"checker_error": 1}
+
+# (id, marked response, options, expected score, expected flags besides the score)
+DEGENERATE = [
+    ("empty", "", {}, 0.0, NO_CODE),
+    ("whitespace incl. U+2028, NBSP", " \u2028\u00a0\n\t\r\n", {}, 0.0, NO_CODE),
+    ("NUL only", "⟦\x00⟧\x00", {}, 0.0, {}),
+    ("NUL in a string", "export const a = '\x00';", {}, 1.0, {}),
+    ("NUL between statements", "export const a = 1;⟦\x00⟧", {}, 0.0, {}),
+    ("lone surrogate in a string", "export const a = '\ud800';", {}, 1.0, {}),
+    ("lone surrogate in code", "export const a = 1 ⟦\udc80⟧;", {}, 0.0, {}),
+    (
+        "lone surrogate before a type error",
+        "const s = '\udfff'; export const ⟦n⟧: number = s;",
+        {"level": "types"},
+        0.0,
+        {},
+    ),
+    ("CRLF, valid", "export const a = 1;\r\nexport const B = () => <p>x</p>;\r\n", {}, 1.0, {}),
+    (
+        "CRLF, line region",
+        "export const a = 1;\r\n⟦const b = <div>{)}</div>;\r\n⟧export const c = 2;\r\n",
+        {"region": "line"},
+        0.0,
+        {},
+    ),
+    (
+        "lone CR line breaks, line region",
+        "const a = 1;\r⟦const b = <p>{)}</p>;\r⟧const c = 2;",
+        {"region": "line"},
+        0.0,
+        {},
+    ),
+    ("U+2028 in a string", "export const a = 'x\u2028y';", {}, 1.0, {}),
+    (
+        "U+2028 as line break, line region",
+        "export const a = 1;\u2028⟦const b = <p>{)}</p>;\u2028⟧export const c = 2;",
+        {"region": "line"},
+        0.0,
+        {},
+    ),
+    ("RTL text and RLO in a string", "export const a = 'שלום \u202e abc مرحبا';", {}, 1.0, {}),
+    ("RTL identifier", "export const שלום = 1;", {}, 1.0, {}),
+    ("RLO control in code", "export const a = 1;⟦\u202e⟧", {}, 0.0, {}),
+    ("combining mark inside an identifier", "export const e\u0301\u0301 = 1;", {}, 1.0, {}),
+    ("combining mark starting an identifier", "export const ⟦\u0301⟧e = 1;", {}, 0.0, {}),
+    ("ZWJ emoji in JSX text", "export const A = () => <p>👨\u200d👩\u200d👧 family</p>;", {"level": "types"}, 1.0, {}),
+    ("ZWJ emoji before a syntax error", 'export const A = () => <p title="👨\u200d👩\u200d👧">{⟦)⟧}</p>;', {}, 0.0, {}),
+    ("BOM, vertical tab, form feed", "\ufeffexport const a = 1;\x0b\x0c", {}, 1.0, {}),
+    ("unterminated string", "⟦export const a = 'abc⟧", {}, 0.0, {}),
+    ("unterminated template literal", "⟦export const a = `abc⟧", {}, 0.0, {}),
+    ("unterminated template substitution", "⟦export const a = `abc ${x⟧", {}, 0.0, {}),
+    ("unterminated block comment", "⟦export const a = 1; /* abc⟧", {}, 0.0, {}),
+    ("unterminated regex", "⟦export const a = /abc⟧", {}, 0.0, {}),
+    ("unterminated JSX", "⟦export const A = () => <div>⟧", {}, 0.0, {}),
+    ("line of max_line_chars (2,000)", "export const s = '" + "x" * 1980 + "';", {}, 1.0, {}),
+    ("line past max_line_chars", "export const s = '" + "x" * 1981 + "';", {}, 0.0, {**OVERSIZED, "num_blocks": 1}),
+    ("100 kB single line, limit raised", "export const s = '" + "x" * 100_000 + "';", LONG, 1.0, {}),
+    ("code past max_code_chars", "export const s = 1;\n" * 5001, {}, 0.0, {**OVERSIZED, "num_blocks": 1}),
+    (
+        # One error on each of 500 lines; the first max_diagnostics (20) get regions.
+        "500 errors, 500 lines",
+        "".join(f"export const x{i} = --{'⟦1⟧' if i < 20 else '1'};\n" for i in range(500)),
+        {},
+        0.0,
+        {"num_diagnostics": 500},
+    ),
+    ("10k nested JSX, element region", nested_jsx(10_000, "x"), {**LONG, "region": "element"}, 1.0, {}),
+    ("200 nested JSX, element region", nested_jsx(200, "ok"), {"region": "element", "level": "types"}, 1.0, {}),
+    (
+        "error inside 200 nested JSX: the innermost element",
+        "export const A = () => (\n" + "<div>\n" * 199 + "⟦<div>\n{)}\n</div>⟧\n" + "</div>\n" * 199 + ");\n",
+        {"region": "element"},
+        0.0,
+        {},
+    ),
+    (
+        # TypeScript cannot parse this nesting for element ranges: the region falls back to the line.
+        "error inside 10k nested JSX: the line",
+        "export const A = () => (\n" + "<div>\n" * 10_000 + "⟦{)}\n⟧" + "</div>\n" * 10_000 + ");\n",
+        {**LONG, "region": "element"},
+        0.0,
+        {},
+    ),
+    (
+        "3k nested arrays at the types level",
+        "export const x = " + "[\n" * 3000 + "]\n" * 3000 + ";",
+        {"level": "types"},
+        0.0,
+        CHECKER_ERROR,
+    ),
+    ("3k nested JSX at the types level", nested_jsx(3000, "x"), {"level": "types", **LONG}, 0.0, CHECKER_ERROR),
+    ("20k nested blocks", "export function f() {\n" + "{\n" * 20_000 + "}\n" * 20_000 + "}", LONG, 1.0, {}),
+    (
+        "2k nested arrow functions",
+        "export const f = () => {\n" + "".join(f"const g{i} = () => {{\n" for i in range(2000)) + "};\n" * 2001,
+        LONG,
+        1.0,
+        {},
+    ),
+    ("a fence of 10k backticks, unclosed", "`" * 10_000 + "\nexport {};", {}, 1.0, {"num_blocks": 1}),
+    ("a fence of 10k backticks, nothing after it", "`" * 10_000, {}, 0.0, NO_CODE),
+    ("1,000 empty fences", "```tsx\n```\n" * 1000, {}, 0.0, NO_CODE),
+    ("unclosed fence at the end", "Sure:\n```tsx", {}, 0.0, NO_CODE),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "template", "options", "score", "flags"), DEGENERATE, ids=[case[0] for case in DEGENERATE]
+)
+def test_degenerate_response_gets_a_defined_result(name, template, options, score, flags):
+    text, expected = unmark(template)
+    result = rt.compute_score("react", text, None, **options)
+    expected_flags = {"checker_error": 0, "oversized": 0, "no_code": 0, **flags}
+    assert result["score"] == score
+    assert {key: result[key] for key in expected_flags} == expected_flags
+    assert error_ranges(result) == expected, [text[start:end] for start, end in error_ranges(result)]
+    parse_reward_result(result, len(text))
+
+
+# --- isolation: a sample that crashes or hangs TypeScript fails alone -------------------------------------
+
+VALID = [fenced(f"export const Item{i} = ({{ n }}: {{ n: number }}) => <li>{{n + {i}}}</li>;") for i in range(6)]
+TYPE_ERROR = fenced("export const n: number = 'one';")
+CRASHES = fenced("export const x = " + "[\n" * 3000 + "]\n" * 3000 + ";")  # overflows TypeScript's parser
+HANGS = fenced("export const x = " + "{a:" * 450 + "1" + "}" * 450 + ";")  # seconds in TypeScript's checker
+
+
+def score_together(cases: list[tuple[str, dict]]) -> list[dict]:
+    """compute_score of every (response, options) at once, from one thread each (one worker batch)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(cases)) as pool:
+        return list(pool.map(lambda case: rt.compute_score("react", case[0], None, **case[1]), cases))
+
+
+@pytest.mark.parametrize(
+    ("culprit", "options"),
+    [(CRASHES, {"level": "types"}), (HANGS, {"level": "types", "timeout": 3})],
+    ids=["crashes TypeScript", "hangs TypeScript past timeout/3"],
+)
+def test_a_sample_that_breaks_typescript_fails_alone(culprit, options):
+    score_together([(VALID[0], {"level": "types"})])  # a started worker
+    worker = rt.shared_checker().worker.process
+    types = {"level": "types", "timeout": 60}
+    results = score_together(
+        [(text, types) for text in VALID[:3]]
+        + [(culprit, options), (TYPE_ERROR, types)]
+        + [(text, types) for text in VALID[3:]]
+    )
+    assert [result["score"] for result in results] == [1.0] * 3 + [0.0, 0.0] + [1.0] * 3
+    assert [result["checker_error"] for result in results] == [0] * 3 + [1, 0] + [0] * 3
+    assert results[4]["num_diagnostics"] == 1
+    assert rt.shared_checker().worker.process is worker  # the worker process survived
+    assert score_together([(VALID[0], types)])[0]["score"] == 1.0  # and checks on
+
+
+def test_a_worker_that_dies_is_restarted_and_logged(caplog):
+    text = fenced("export const A = () => <p>ok</p>;")
+    assert rt.compute_score("react", text, None)["score"] == 1.0
+    worker = rt.shared_checker().worker
+    with caplog.at_level(logging.WARNING):
+        worker.process.kill()
+        worker.process.wait()
+        deadline = time.monotonic() + 10
+        while "the TSX worker exited" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert re.search(r"the TSX worker exited \(code -9\).*the next check starts a new worker", caplog.text)
+    assert rt.compute_score("react", text, None)["score"] == 1.0
+    assert rt.shared_checker().worker is not worker
+
+
+def test_protocol_errors_fail_the_request_with_a_clear_message():
+    checker = rt.shared_checker()
+    with pytest.raises(rt.CheckerError, match='unknown level "strict"'):
+        checker.check(["export {};"], "strict", False, 20, 30)
+    with pytest.raises(rt.CheckerError, match="max_diagnostics must be a positive integer, got 0"):
+        checker.check(["export {};"], "syntax", False, 0, 30)
+    assert checker.check(["export {};"], "syntax", False, 20, 30)[0]["ok"]
+
+
+# --- time bounds: degenerate vs normal input of the same size, as ratios ------------------------------------
+
+
+def fastest(function, repeats: int = 5) -> float:
+    """Seconds of the fastest of ``repeats`` calls (the least disturbed by other load)."""
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - began)
+    return min(times)
+
+
+def test_error_regions_are_linear_in_the_code():
+    """Thousands of diagnostics on one long non-ASCII line inside thousands of nested elements cost
+    about what three diagnostics cost on the same code in short lines (before: one pass over the line
+    or the elements per diagnostic)."""
+    size, count = 120_000, 1000
+    long_line = ("é" * 59 + "x") * (size // 60)
+    short_lines = ("é" * 59 + "\n") * (size // 60)
+    esbuild = [{"line": 1, "column": 2 * k * (size // count), "length": 1} for k in range(count)]
+    typescript = [{"offset_utf16": k * (size // count) + 1, "length": 1} for k in range(count)]
+    nested = [[k, size - k] for k in range(count)]
+    degenerate = {"diagnostics": esbuild + typescript, "elements": nested}
+    normal = {"diagnostics": esbuild[:2] + typescript[:1], "elements": nested[:3]}
+    for region in ("token", "element"):
+        slow = fastest(lambda region=region: rt.error_regions(long_line, degenerate, region), 3)
+        quick = fastest(lambda region=region: rt.error_regions(short_lines, normal, region), 3)
+        assert slow < 8 * quick, (region, slow, quick)
+
+
+@pytest.mark.parametrize(
+    ("degenerate", "normal"),
+    [
+        (
+            "export function f() {\n" + "{\n" * 5000 + "}\n" * 5000 + "}",
+            "export function f() {\n" + "{\n}\n" * 5000 + "}",
+        ),
+        (
+            "export const f = () => {\n" + "".join(f"const g{i} = () => {{\n" for i in range(1000)) + "};\n" * 1001,
+            "export const f = () => {\n" + "".join(f"const g{i} = () => {{\n}};\n" for i in range(1000)) + "};\n",
+        ),
+    ],
+    ids=["5k nested blocks vs 5k blocks in a row", "1k nested functions vs 1k functions in a row"],
+)
+def test_checking_nested_code_costs_about_what_flat_code_costs(degenerate, normal):
+    """Before: esbuild printed nested code indented (output quadratic in the depth) and renamed its
+    symbols with a superlinear renamer, 85-120x the flat code's time at this size."""
+    assert len(degenerate) == len(normal)
+    assert (
+        rt.compute_score("react", degenerate, None)["score"] == rt.compute_score("react", normal, None)["score"] == 1.0
+    )
+    slow = fastest(lambda: rt.compute_score("react", degenerate, None))
+    quick = fastest(lambda: rt.compute_score("react", normal, None))
+    assert slow < 30 * quick, (slow, quick)
+
+
+@pytest.mark.parametrize(
+    "degenerate",
+    ["````tsx\n" + "```\n" * 5000, " " * 20_000 + "x", "\t " * 10_000 + "`", "~" * 20_000, "``` " * 5000],
+    ids=["5k shorter closing fences", "20k spaces", "20k blanks, a backtick", "20k tildes", "5k fences on one line"],
+)
+def test_code_extraction_is_linear(degenerate):
+    """Backtracking regexes would make some of these quadratic; prose of the same size is the baseline."""
+    normal = ("Some prose about the component.\n" * 1000)[: len(degenerate)]
+    slow = fastest(lambda: rt.extract_blocks(degenerate))
+    quick = fastest(lambda: rt.extract_blocks(normal))
+    assert slow < 20 * quick, (slow, quick)
+
+
+# --- fuzz: unicode before an error never shifts its span ----------------------------------------------------
+
+SPECIAL = "\u0301\u0336\u200d\u200e\u200f\u202e\u2028\u2029\ufeff\x00\ud800\udfff👨\u200d👩\u200d👧שלוםمرحبا日本語😀"
+SAFE_TEXT = st.text(
+    st.one_of(st.characters(exclude_characters='"\\\n\r'), st.sampled_from(SPECIAL)),
+    max_size=40,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prefix=SAFE_TEXT, crlf=st.booleans(), level=st.sampled_from(["syntax", "types"]))
+def test_random_unicode_before_an_error_keeps_its_span_exact(prefix, crlf, level):
+    newline = "\r\n" if crlf else "\n"
+    if level == "syntax":
+        template = f'export const s = "{prefix}";{newline}export const b = <p>{{⟦)⟧}}</p>;{newline}'
+    else:
+        template = f'export const s = "{prefix}";{newline}export const ⟦n⟧: number = s;{newline}'
+    text, expected = unmark(fenced(template))
+    result = rt.compute_score("react", text, None, level=level)
+    assert (result["score"], result["checker_error"]) == (0.0, 0)
+    assert error_ranges(result) == expected
+    parse_reward_result(result, len(text))
