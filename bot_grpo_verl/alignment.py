@@ -105,15 +105,17 @@ class ByteDecoder:
     """A fast tokenizer's decoder as the bytes each id adds to ``decode(ids, skip_special_tokens=True)``.
 
     Attributes:
-        pieces: object array of bytes, shape (V + 1,): empty for special tokens the decoder skips and, in
-            the last entry (where every id past the vocabulary is sent), for ids the decoder drops.
-        lengths: int64, shape (V + 1,), ``len(pieces[id])``.
+        data: uint8, every id's bytes end to end: none for special tokens the decoder skips nor, in the
+            last id (where every id past the vocabulary is sent), for ids the decoder drops.
+        starts: int64, shape (V + 1,), where each id's bytes start in ``data``.
+        lengths: int64, shape (V + 1,), how many bytes each id has.
         byte_fallback: bool, shape (V + 1,), the ``<0xNN>`` ids that SentencePiece decodes run by run (a
             run that is not valid UTF-8 becomes one U+FFFD per byte); None for byte-level BPE.
         strips_leading_space: the decoder removes one leading space of the text (SentencePiece ``Strip``).
     """
 
-    pieces: np.ndarray
+    data: np.ndarray
+    starts: np.ndarray
     lengths: np.ndarray
     byte_fallback: np.ndarray | None
     strips_leading_space: bool
@@ -156,12 +158,12 @@ def _build_byte_decoder(tokenizer) -> ByteDecoder | None:
     for index, added in backend.get_added_tokens_decoder().items():
         if added.special:
             tokens[index] = ""  # skipped by skip_special_tokens=True
-    pieces = np.empty(len(tokens), dtype=object)
-    pieces[:] = [to_bytes(token) for token in tokens]
+    pieces = [to_bytes(token) for token in tokens]
     if byte_fallback is not None:
         byte_fallback = np.array([_BYTE_TOKEN.fullmatch(token) is not None for token in tokens])
     lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-    return ByteDecoder(pieces, lengths, byte_fallback, strips)
+    data = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    return ByteDecoder(data, np.cumsum(lengths) - lengths, lengths, byte_fallback, strips)
 
 
 def _gpt2_byte_characters() -> dict[str, int]:
@@ -190,14 +192,12 @@ def _sentencepiece_bytes(token: str) -> bytes:
     return bytes([int(byte[1], 16)]) if byte else token.replace("\u2581", " ").encode("utf-8")
 
 
-def token_char_ranges(tokenizer, token_ids: Sequence[int], decoded: str | None = None) -> tuple[str, np.ndarray]:
-    """:func:`incremental_char_ranges`'s result in one pass over the response's bytes.
+def token_char_ranges(tokenizer, token_ids: Sequence[int]) -> tuple[str, np.ndarray]:
+    """:func:`incremental_char_ranges`'s result in one pass over the response's bytes and one decode.
 
     Args:
         tokenizer: a Hugging Face tokenizer (fast or slow).
-        token_ids: the valid response token ids, shape (L,).
-        decoded: ``tokenizer.decode(token_ids, skip_special_tokens=True)``, when the caller has it (saves
-            one decode).
+        token_ids: the valid response token ids, shape (L,): a sequence, an array or a CPU tensor.
 
     Returns:
         text, ranges: as :func:`incremental_char_ranges`, whose result this is wherever it returns one.
@@ -211,22 +211,74 @@ def token_char_ranges(tokenizer, token_ids: Sequence[int], decoded: str | None =
         return incremental_char_ranges(tokenizer, token_ids)
     if given.size and given.max() >= len(decoder.lengths) - 1:  # past the table: tokens added since it was built?
         decoder = byte_decoder(tokenizer, check_size=True)
-    ids = np.minimum(given, len(decoder.lengths) - 1).astype(np.int64)  # past the vocabulary: dropped
-    lengths = decoder.lengths[ids]
-    special = np.isin(ids, tokenizer.all_special_ids)
+        given = np.minimum(given, len(decoder.lengths) - 1)  # past the vocabulary: dropped by the decoder
+    given = given.astype(np.int64, copy=False)
+    lengths = decoder.lengths[given]
+    special = np.isin(given, tokenizer.all_special_ids)
     if lengths[special].any():  # a special token that the decoder keeps: the reference decides
         return incremental_char_ranges(tokenizer, token_ids)
-    text, widths, invalid, replaced = _utf8_units(b"".join(decoder.pieces[ids]))
-    characters = np.ones(len(widths), dtype=np.int64)
-    if decoder.byte_fallback is not None and invalid.any():
-        text, widths, characters, replaced = _broken_runs_as_units(
-            text, widths, invalid, replaced, lengths, decoder.byte_fallback[ids], decoder.strips_leading_space
+    ends = np.cumsum(lengths)
+    data = decoder.data[np.repeat(decoder.starts[given] - (ends - lengths), lengths) + np.arange(ends[-1:].sum())]
+    data = data.tobytes()  # the response's bytes: each token's, gathered from the table
+    try:
+        text = data.decode("utf-8")
+        boundary, characters, replaced = _valid_utf8_offsets(data, text)
+    except UnicodeDecodeError:
+        byte_tokens = None if decoder.byte_fallback is None else decoder.byte_fallback[given]
+        text, boundary, characters, replaced = _invalid_utf8_offsets(
+            data, lengths, byte_tokens, decoder.strips_leading_space
         )
     stripped = int(decoder.strips_leading_space and text.startswith(" "))
     text = text[stripped:]
-    if text != (tokenizer.decode(given, skip_special_tokens=True) if decoded is None else decoded):
+    if text != tokenizer.decode(token_ids, skip_special_tokens=True):
         return incremental_char_ranges(tokenizer, token_ids)  # a decoder step the table does not model
-    return text, _ranges_from_units(lengths, special, widths, characters, replaced, stripped, len(text))
+    if stripped:
+        characters = np.maximum(characters - 1, 0)
+    return text, _ranges_from_offsets(lengths, special, boundary, characters, replaced, len(text))
+
+
+def _valid_utf8_offsets(data: bytes, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Byte offsets of valid UTF-8 ``data`` (decoded: ``text``) against its characters.
+
+    Returns:
+        boundary: bool (N + 1,), offsets where a character starts or the data ends.
+        characters: int64 (N + 1,), characters before each offset (meaningful at boundaries).
+        replaced: bool (N + 1,), offsets right after a literal U+FFFD.
+    """
+    boundary = np.append((np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80, True)  # not a continuation byte
+    characters = np.concatenate(([0], np.cumsum(boundary[:-1])))
+    replaced = np.zeros(len(data) + 1, dtype=bool)
+    if REPLACEMENT_CHARACTER in text:
+        replaced[[match.end() for match in re.finditer(REPLACEMENT_CHARACTER.encode(), data)]] = True
+    return boundary, characters, replaced
+
+
+def _invalid_utf8_offsets(data: bytes, lengths, byte_tokens, strips_leading_space):
+    """:func:`_valid_utf8_offsets` for data with invalid UTF-8, whose units are characters and invalid
+    subsequences (SentencePiece: broken byte runs, see :func:`_broken_runs_as_units`).
+
+    Args:
+        data: the response's bytes (N,); lengths: int64 (L,), bytes of each token; byte_tokens: bool
+            (L,), its ``<0xNN>`` tokens, or None for byte-level BPE; strips_leading_space: as the decoder.
+
+    Returns:
+        text, and ``boundary``, ``characters``, ``replaced`` of shape (N + 1,) as :func:`_valid_utf8_offsets`
+        gives them, a boundary being where a unit ends.
+    """
+    text, widths, invalid, replaced = _utf8_units(data)
+    characters = np.ones(len(widths), dtype=np.int64)
+    if byte_tokens is not None:
+        text, widths, characters, replaced = _broken_runs_as_units(
+            text, widths, invalid, replaced, lengths, byte_tokens, strips_leading_space
+        )
+    ends = np.cumsum(widths)
+    boundary = np.zeros(len(data) + 1, dtype=bool)
+    boundary[np.append(ends, 0)] = True
+    characters_before = np.zeros(len(data) + 1, dtype=np.int64)
+    characters_before[ends] = np.cumsum(characters)
+    replaced_before = np.zeros(len(data) + 1, dtype=bool)
+    replaced_before[ends] = replaced
+    return text, boundary, characters_before, replaced_before
 
 
 def _utf8_units(data: bytes) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
@@ -311,8 +363,8 @@ def _broken_runs_as_units(text, widths, invalid, replaced, lengths, byte_tokens,
     return merged_text, widths, characters, replaced
 
 
-def _ranges_from_units(lengths, special, widths, characters, replaced, stripped, text_length) -> np.ndarray:
-    """Incremental decoding's ranges, from where each token's bytes end among the units of the text.
+def _ranges_from_offsets(lengths, special, boundary, characters, replaced, text_length) -> np.ndarray:
+    """Incremental decoding's ranges, from where each token's bytes end in the decoded bytes.
 
     A token is complete when its bytes end on a unit boundary after a unit that is not U+FFFD: the
     reference's window decode then ends with a character, not U+FFFD. Special tokens never are. A token
@@ -320,28 +372,21 @@ def _ranges_from_units(lengths, special, widths, characters, replaced, stripped,
     it (to the end of the text if there is none); a special token owns none.
 
     Args:
-        lengths: int64 (L,), bytes each token adds to the decoded bytes.
+        lengths: int64 (L,), bytes each token adds to the decoded bytes (N in all).
         special: bool (L,), the tokenizer's special ids.
-        widths, characters, replaced: shape (U,), each unit's bytes, its characters in the unstripped
-            text, and whether it ends with U+FFFD.
-        stripped: characters the decoder removed from the front of the text (0 or 1).
+        boundary, characters, replaced: shape (N + 1,), per byte offset: a unit of the text ends there,
+            the characters of the text before it, the unit ending there is U+FFFD.
         text_length: characters of the text.
 
     Returns:
         int64 array of shape (L, 2).
     """
-    unit_ends = np.r_[0, np.cumsum(widths)]
-    characters_before = np.maximum(np.r_[0, np.cumsum(characters)] - stripped, 0)
     token_ends = np.cumsum(lengths)
-    unit = np.searchsorted(unit_ends, token_ends, side="right") - 1  # the last unit the token's bytes finish
-    complete = ~special & (unit_ends[unit] == token_ends) & ~np.r_[False, replaced][unit]
-    positions = np.arange(len(lengths))
-    offsets = np.r_[0, characters_before[unit]]  # offsets[k + 1]: characters once token k is decoded
-    last_complete = np.maximum.accumulate(np.where(complete, positions, -1))
-    starts = np.r_[0, offsets[last_complete + 1]][: len(lengths)]
-    next_complete = np.minimum.accumulate(np.where(complete, positions, len(lengths))[::-1])[::-1]
-    ends = np.r_[offsets[1:], text_length][next_complete]
-    return np.stack([starts, np.where(special, starts, ends)], axis=1).astype(np.int64)
+    complete = ~special & boundary[token_ends] & ~replaced[token_ends]
+    cuts = np.concatenate(([0], characters[token_ends[complete]], [text_length]))  # characters at each complete token
+    before = np.cumsum(complete) - complete  # complete tokens before each token
+    starts = cuts[before]
+    return np.stack([starts, np.where(special, starts, cuts[before + 1])], axis=1)
 
 
 def token_values_from_spans(ranges: np.ndarray, spans: Sequence[Span], default: float, text_length: int) -> np.ndarray:
@@ -361,68 +406,80 @@ def token_values_from_spans(ranges: np.ndarray, spans: Sequence[Span], default: 
     Returns:
         float64 array of shape (L,).
     """
-    owner = _span_owners(spans, text_length)
-    values = np.append(np.array([value for _, _, value in spans], dtype=np.float64), default)
+    values = np.array([value for _, _, value in spans] + [default], dtype=np.float64)
+    cuts, owners = _owner_segments(spans, text_length)
     starts, ends = ranges[:, 0], ranges[:, 1]
-    changes = np.flatnonzero(owner[1:-1] != owner[:-2]) + 1  # characters whose owner differs from the last
-    first_change, end_change = np.searchsorted(changes, starts, "right"), np.searchsorted(changes, ends, "left")
-    token_owner = np.where(ends > starts, owner[starts], -1)  # one owner: all but tokens across a span edge
-    mixed = np.flatnonzero(end_change > first_change)
+    first = np.searchsorted(cuts, starts, "right") - 1  # the segment of a token's first character
+    last = np.searchsorted(cuts, ends, "left") - 1  # ... and of its last
+    token_owner = np.where(ends > starts, owners[first], -1)
+    mixed = np.flatnonzero(last > first)  # tokens across a segment edge
     if len(mixed):
+        segment_ends = np.append(cuts[1:], text_length)
         token_owner[mixed] = _majority_owners(
-            starts[mixed], ends[mixed], first_change[mixed], end_change[mixed], owner, changes
+            starts[mixed], ends[mixed], first[mixed], last[mixed], cuts, segment_ends, owners
         )
     return values[token_owner]
 
 
-def _span_owners(spans: Sequence[Span], text_length: int) -> np.ndarray:
-    """The last span covering each character, -1 where none does, and -1 at ``text_length`` (one more
-    entry, read for tokens without characters).
-
-    Spans are taken from the last, each writing only the characters later spans left (the written
-    stretches are kept merged as sorted bounds), so each character is written once: linear in the text
-    plus the spans, however the spans nest.
+def _owner_segments(spans: Sequence[Span], text_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The text cut into segments of one owner: the last span covering them, or -1 (no span).
 
     Returns:
-        int64 array of shape (text_length + 1,).
+        cuts: int64 (G,), increasing, ``cuts[0] == 0``: segment g starts at ``cuts[g]`` and ends at the next cut
+            (the last at ``text_length``).
+        owners: int64 (G,), each segment's span index, -1 where no span covers it.
     """
-    owner = np.full(text_length + 1, -1, dtype=np.int64)
-    written: list[int] = []  # start, end, start, end, ... of the disjoint stretches already written
+    pieces = np.array(_painted_pieces(spans), dtype=np.int64).reshape(-1, 3)  # (start, end, span), disjoint
+    cuts = np.unique(np.concatenate(([0], pieces[:, 0], pieces[:, 1])))
+    cuts = cuts[(cuts < text_length) | (cuts == 0)]
+    owners = np.full(len(cuts), -1, dtype=np.int64)
+    owners[np.searchsorted(cuts, pieces[:, 0])] = pieces[:, 2]
+    return cuts, owners
+
+
+def _painted_pieces(spans: Sequence[Span]) -> list[tuple[int, int, int]]:
+    """Disjoint, non-empty ``(start, end, span index)`` pieces of the characters each span owns, later
+    spans owning what they share with earlier ones.
+
+    Spans that do not overlap own all their characters. Otherwise they are taken from the last, each
+    taking only what later spans left (the taken stretches kept merged as sorted bounds): every
+    character is taken once, so the cost is linear in the spans however they nest.
+    """
+    if all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:], strict=False)):
+        return [(start, end, number) for number, (start, end, _) in enumerate(spans) if start < end]
+    pieces = []
+    taken: list[int] = []  # start, end, start, end, ... of the disjoint stretches already taken
     for number in range(len(spans) - 1, -1, -1):
         start, end = spans[number][:2]
         if start == end:
             continue
-        first, last = bisect.bisect_left(written, start), bisect.bisect_right(written, end)
-        gaps = [start] * (first % 2 == 0) + written[first:last] + [end] * (last % 2 == 0)
-        for gap_start, gap_end in zip(gaps[::2], gaps[1::2], strict=True):
-            owner[gap_start:gap_end] = number
-        merged = [written[first - 1] if first % 2 else start, written[last] if last % 2 else end]
-        written[first - first % 2 : last + last % 2] = merged
-    return owner
+        first, last = bisect.bisect_left(taken, start), bisect.bisect_right(taken, end)
+        gaps = [start] * (first % 2 == 0) + taken[first:last] + [end] * (last % 2 == 0)
+        pieces += [(gap_start, gap_end, number) for gap_start, gap_end in zip(gaps[::2], gaps[1::2], strict=True)]
+        merged = [taken[first - 1] if first % 2 else start, taken[last] if last % 2 else end]
+        taken[first - first % 2 : last + last % 2] = merged
+    return [piece for piece in pieces if piece[0] < piece[1]]
 
 
-def _majority_owners(starts, ends, first_change, end_change, owner, changes) -> np.ndarray:
-    """Owner of most characters of each token whose characters have several owners: the span holding most
-    (ties: the later span), or -1 where the characters no span covers are at least as many.
+def _majority_owners(starts, ends, first, last, cuts, segment_ends, owners) -> np.ndarray:
+    """Owner of most characters of each token whose characters lie in several segments: the span holding
+    most (ties: the later span), or -1 where the characters no span covers are at least as many.
 
     Args:
         starts, ends: int64 (M,), the tokens' character ranges.
-        first_change, end_change: int64 (M,), the tokens' owner changes are ``changes[first:end]``.
-        owner: int64 (text_length + 1,), owner of each character (-1: no span).
-        changes: int64 (C,), the characters whose owner differs from the previous character's.
+        first, last: int64 (M,), the segments of each token's first and last characters.
+        cuts, segment_ends, owners: int64 (G,), each segment's first character, end and owner.
 
     Returns:
         int64 (M,).
     """
-    pieces = end_change - first_change + 1  # stretches of one owner within each token
+    pieces = last - first + 1
     token = np.repeat(np.arange(len(starts)), pieces)
-    rank = np.arange(len(token)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-    inner = changes[np.minimum(first_change[token] + rank, len(changes) - 1)]
-    piece_start = np.where(rank == 0, starts[token], changes[np.maximum(first_change[token] + rank - 1, 0)])
-    piece_end = np.where(rank == pieces[token] - 1, ends[token], inner)
-    spans = int(owner.max()) + 2
-    keys, slot = np.unique(token * spans + owner[piece_start] + 1, return_inverse=True)
-    held = np.bincount(slot, weights=piece_end - piece_start).astype(np.int64)
+    segment = first[token] + np.arange(len(token)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    held_by_piece = np.minimum(segment_ends[segment], ends[token]) - np.maximum(cuts[segment], starts[token])
+    spans = int(owners.max()) + 2
+    keys, slot = np.unique(token * spans + owners[segment] + 1, return_inverse=True)
+    held = np.bincount(slot, weights=held_by_piece).astype(np.int64)
     key_token, key_owner = keys // spans, keys % spans - 1
     uncovered = np.zeros(len(starts), dtype=np.int64)
     uncovered[key_token[key_owner < 0]] = held[key_owner < 0]

@@ -36,13 +36,17 @@ class TokenRewardScore(float):
     verl's agent loop stores a sample's reward as a float and writes it on the last token; a
     ``TokenRewardScore`` passes through the same code unchanged and lets the plugin write the dense
     rewards instead. Anything that reads it as a plain float sees the outcome score.
+
+    ``token_rewards`` is a read-only float32 array of shape (L,), the precision of ``rm_scores``: at 16k
+    tokens a sample weighs about 64 kB in memory and when pickled across Ray.
     """
 
-    token_rewards: tuple[float, ...]
+    token_rewards: np.ndarray
 
     def __new__(cls, score: float, token_rewards):
         value = super().__new__(cls, score)
-        value.token_rewards = tuple(float(reward) for reward in token_rewards)
+        value.token_rewards = np.array(token_rewards, dtype=np.float32)
+        value.token_rewards.flags.writeable = False
         return value
 
     def __reduce__(self):
@@ -95,9 +99,7 @@ class TokenRewardConfig:
         return options_from_config(cls, reward_config, "bot_token", "reward.bot_token")
 
 
-def dense_token_rewards(
-    result, tokenizer, response_ids, options: TokenRewardConfig, text: str | None = None
-) -> tuple[np.ndarray, dict]:
+def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardConfig) -> tuple[np.ndarray, dict]:
     """Turn a reward function's return value into one reward per response token.
 
     Args:
@@ -105,7 +107,21 @@ def dense_token_rewards(
         tokenizer: the policy's tokenizer.
         response_ids: the valid response token ids, shape (L,).
         options: clipping and outcome mixing.
-        text: ``tokenizer.decode(response_ids, skip_special_tokens=True)`` if already decoded.
+
+    Returns:
+        As :func:`aligned_token_rewards`.
+    """
+    return aligned_token_rewards(result, *token_char_ranges(tokenizer, response_ids), options)
+
+
+def aligned_token_rewards(result, text: str, ranges: np.ndarray, options: TokenRewardConfig) -> tuple[np.ndarray, dict]:
+    """:func:`dense_token_rewards` once the response is decoded and aligned.
+
+    Args:
+        result: what the reward function returned.
+        text: the decoded response (``solution_str``).
+        ranges: int64 (L, 2), each token's characters in ``text`` (:func:`token_char_ranges`).
+        options: clipping and outcome mixing.
 
     Returns:
         rewards: float64 array of shape (L,).
@@ -113,7 +129,6 @@ def dense_token_rewards(
             ``token_reward_mean``, ``span_coverage`` (fraction of tokens whose value came from a span or
             ``token_rewards``) and the function's extra keys.
     """
-    text, ranges = token_char_ranges(tokenizer, response_ids, text)
     length = len(ranges)
     parsed = parse_reward_result(result, len(text), length)
     if parsed.token_rewards is not None:
@@ -214,7 +229,7 @@ class BoTTokenRewardManager(RewardManagerBase):
         data_item = data[-1]  # several outputs of one session: the reward belongs to the last one
         response_ids = data_item.batch["responses"]
         valid_length = int(data_item.batch["attention_mask"][-response_ids.shape[-1] :].sum())
-        valid_response_ids = response_ids[:valid_length].tolist()
+        valid_response_ids = response_ids[:valid_length]
         data_source = data_item.non_tensor_batch["data_source"]
         ground_truth = data_item.non_tensor_batch["reward_model"]["ground_truth"]
         extra_info = dict(data_item.non_tensor_batch.get("extra_info", {}) or {})
@@ -226,19 +241,18 @@ class BoTTokenRewardManager(RewardManagerBase):
 
         sample = f"sample uid={data_item.non_tensor_batch.get('uid', '?')} data_source={data_source!r}"
         try:
-            text = await self.loop.run_in_executor(
-                None, lambda: self.tokenizer.decode(valid_response_ids, skip_special_tokens=True)
+            # One decode, as verl's naive manager does: the alignment returns the decoded text.
+            text, ranges = await self.loop.run_in_executor(
+                None, lambda: token_char_ranges(self.tokenizer, valid_response_ids)
             )
             result = await self.score_response(
                 data_source=data_source,
                 solution_str=text,
                 ground_truth=ground_truth,
                 extra_info=extra_info,
-                response_ids=valid_response_ids,
+                response_ids=valid_response_ids.tolist(),
             )
-            rewards, info = await self.loop.run_in_executor(
-                None, lambda: dense_token_rewards(result, self.tokenizer, valid_response_ids, self.options, text)
-            )
+            rewards, info = aligned_token_rewards(result, text, ranges, self.options)  # ~0.2 ms at 4k tokens: inline
         except Exception as error:
             raise RuntimeError(f"bot_token reward failed for {sample}: {type(error).__name__}: {error}") from error
         return {"reward_score": TokenRewardScore(info["score"], rewards), "reward_extra_info": info}
@@ -265,7 +279,7 @@ class BoTTokenRewardManager(RewardManagerBase):
                     f"sample {row}: expected {length} token rewards from the bot_token manager, got "
                     f"{None if rewards is None else len(rewards)}"
                 )
-            rm_scores[row, :length] = torch.tensor(rewards, dtype=torch.float32)
+            rm_scores[row, :length] = torch.tensor(rewards)
         return rm_scores
 
 

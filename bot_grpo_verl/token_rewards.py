@@ -76,29 +76,30 @@ def _shown(value) -> str:
 
 
 def _is_number_type(kind: type) -> bool:
-    return issubclass(kind, numbers.Real) and not issubclass(kind, bool | np.bool_)
+    return kind is float or kind is int or (issubclass(kind, numbers.Real) and not issubclass(kind, bool | np.bool_))
 
 
 def _is_number(value) -> bool:
     return _is_number_type(type(value))
 
 
-def _number(value, what: str) -> float:
-    """``value`` as a finite float, or ``ValueError`` naming ``what``."""
+def _number(value, what: str, *where) -> float:
+    """``value`` as a finite float, or ``ValueError`` naming ``what.format(*where)`` (formatted on error only:
+    this runs for every span)."""
     if not _is_number(value):
-        raise ValueError(f"{what} must be a number (int, float or NumPy scalar), got {_shown(value)}")
+        raise ValueError(f"{what.format(*where)} must be a number (int, float or NumPy scalar), got {_shown(value)}")
     try:
         number = float(value)
     except OverflowError:
-        raise ValueError(f"{what} is too large for a float: {reprlib.repr(value)}") from None
+        raise ValueError(f"{what.format(*where)} is too large for a float: {reprlib.repr(value)}") from None
     if not math.isfinite(number):
-        raise ValueError(f"{what} is not finite: {number}")
+        raise ValueError(f"{what.format(*where)} is not finite: {number}")
     return number
 
 
-def _index(value, what: str) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{what} must be an integer (int or NumPy integer), got {_shown(value)}")
+def _index(value, what: str, *where) -> int:
+    if type(value) is not int and (isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral)):
+        raise ValueError(f"{what.format(*where)} must be an integer (int or NumPy integer), got {_shown(value)}")
     return int(value)
 
 
@@ -135,15 +136,17 @@ def _parse_spans(spans, text_length: int) -> tuple[Span, ...]:
         raise ValueError(f"'spans' must be a list of (char_start, char_end, value) triples, got {_shown(spans)}")
     parsed = []
     for number, span in enumerate(spans):
-        if isinstance(span, str | bytes) or not isinstance(span, Sequence) or len(span) != 3:
+        if type(span) not in (tuple, list) and (isinstance(span, str | bytes) or not isinstance(span, Sequence)):
             raise ValueError(f"span {number} must be (char_start, char_end, value), got {_shown(span)}")
-        start = _index(span[0], f"span {number} char_start")
-        end = _index(span[1], f"span {number} char_end")
+        if len(span) != 3:
+            raise ValueError(f"span {number} must be (char_start, char_end, value), got {_shown(span)}")
+        start = _index(span[0], "span {} char_start", number)
+        end = _index(span[1], "span {} char_end", number)
         if not 0 <= start <= end <= text_length:
             raise ValueError(
                 f"span {number} {span!r} is out of range or reversed: need 0 <= start <= end <= {text_length}"
             )
-        parsed.append((start, end, _number(span[2], f"span {number} value")))
+        parsed.append((start, end, _number(span[2], "span {} value", number)))
     return tuple(parsed)
 
 
@@ -185,7 +188,7 @@ def _extra_value(key, value) -> float:
         return float(value)
     if not _is_number(value):
         raise ValueError(f"extra key {key!r} must be a number or a bool (verl averages it), got {_shown(value)}")
-    return _number(value, f"extra key {key!r}")
+    return _number(value, "extra key {!r}", key)
 
 
 def split_steps(text: str, separator: str = "\n\n") -> list[tuple[int, int]]:

@@ -242,8 +242,18 @@ def test_unsupported_trainers_and_bad_options_are_refused_at_start_up(tokenizer_
 def test_token_reward_score_survives_pickling_as_ray_does():
     score = TokenRewardScore(1.5, [0.1, -0.2])
     for module in (pickle, cloudpickle):
-        copy = module.loads(module.dumps(score))
-        assert isinstance(copy, TokenRewardScore) and copy == 1.5 and copy.token_rewards == (0.1, -0.2)
+        restored = module.loads(module.dumps(score))
+        assert isinstance(restored, TokenRewardScore) and restored == 1.5
+        np.testing.assert_array_equal(restored.token_rewards, np.array([0.1, -0.2], dtype=np.float32))
+
+
+def test_token_reward_score_holds_the_rewards_as_rm_scores_does():
+    """float32 (what rm_scores keeps), read-only, about 4 bytes a token in memory and pickled."""
+    score = TokenRewardScore(1.0, np.linspace(-1, 1, 16384))
+    assert score.token_rewards.dtype == np.float32 and not score.token_rewards.flags.writeable
+    assert len(pickle.dumps(score)) < 4 * 16384 + 1024
+    with pytest.raises(ValueError, match="read-only"):
+        score.token_rewards[0] = 5.0
 
 
 @pytest.mark.parametrize("manager", ["naive", "bot_token"])

