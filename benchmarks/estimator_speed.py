@@ -11,6 +11,7 @@ memory-bound code are properties of the machine and its load as much as of the c
 (JSON) and a plot (PNG) of the ratios.
 
     python benchmarks/estimator_speed.py --processes 5 --out benchmarks/results/estimator_speed.json
+    python benchmarks/estimator_speed.py --threads 1 --out benchmarks/results/estimator_speed.threads1.json
 """
 
 from __future__ import annotations
@@ -103,7 +104,9 @@ def measure_sizes(sizes: list[tuple[int, int]], rounds: int, group_size: int, la
     return results
 
 
-def in_fresh_processes(sizes: list[tuple[int, int]], processes: int, rounds: int, group_size: int) -> list[list[dict]]:
+def in_fresh_processes(
+    sizes: list[tuple[int, int]], processes: int, rounds: int, group_size: int, threads: int | None
+) -> list[list[dict]]:
     """``measure_sizes`` run once in each of ``processes`` new interpreters, one after the other."""
     runs = []
     with tempfile.TemporaryDirectory() as folder:
@@ -111,6 +114,7 @@ def in_fresh_processes(sizes: list[tuple[int, int]], processes: int, rounds: int
             out = Path(folder) / f"run{number}.json"
             command = [sys.executable, __file__, "--processes", "1", "--rounds", str(rounds)]
             command += ["--sizes", *[f"{batch}x{length}" for batch, length in sizes]]
+            command += [] if threads is None else ["--threads", str(threads)]
             command += ["--group-size", str(group_size), "--out", str(out), "--label", f"process {number}/{processes} "]
             subprocess.run(command, check=True)
             runs.append(json.loads(out.read_text())["processes"][0])
@@ -172,16 +176,19 @@ def main() -> int:
     parser.add_argument(
         "--sizes", type=size, nargs="+", default=SIZES, help="batch x response length, e.g. 1024x4096 (default: all)"
     )
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--label", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.processes < 1:
         parser.error("--processes must be at least 1")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
 
     load_before = load_average()
     if args.processes == 1:
         runs = [measure_sizes(args.sizes, args.rounds, args.group_size, args.label)]
     else:
-        runs = in_fresh_processes(args.sizes, args.processes, args.rounds, args.group_size)
+        runs = in_fresh_processes(args.sizes, args.processes, args.rounds, args.group_size, args.threads)
     summary = summarize(runs)
     report = {
         "machine": machine(),

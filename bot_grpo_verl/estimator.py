@@ -198,8 +198,10 @@ def bag_advantages(
     mean, variance = pooled_moments(row_mean, row_m2, *row_weights(lengths, options.weighting), groups)
     mean = mean.masked_fill(single, 0.0)
     scale = grpo_scale(variance, single, options.epsilon, norm_by_std)
-    deviations = centered.sub_(mean[groups.ids, None]).div_(scale[groups.ids, None])  # (r - mu_g) / scale
-    return deviations * mask if broadcast else deviations.mul_(mask)
+    if broadcast:
+        return (centered - mean[groups.ids, None]) / scale[groups.ids, None] * mask
+    # in place: m (r - c_g) - m (mu_g - c_g) = m (r - mu_g), divided by the scale
+    return centered.addcmul_(mask, mean[groups.ids, None], value=-1).div_(scale[groups.ids, None])
 
 
 def last_valid_positions(mask: torch.Tensor) -> torch.Tensor:
