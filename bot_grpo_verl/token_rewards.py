@@ -201,13 +201,17 @@ def split_steps(text: str, separator: str = "\n\n") -> list[tuple[int, int]]:
     if not separator:
         raise ValueError("the step separator must be a non-empty string")
     ranges: list[tuple[int, int]] = []
-    start = 0
+    start = previous = 0
+    pending = False  # whether text[start:previous] (the step being gathered) holds a non-blank character
     for run in re.finditer(f"(?:{re.escape(separator)})+", text):
-        if text[start : run.start()].strip():
+        if pending or text[previous : run.start()].strip():
             ranges.append((start, run.end()))
-            start = run.end()
+            start, pending = run.end(), False
+        else:  # a blank step: it and this separator run join the next step
+            pending = bool(separator.strip())
+        previous = run.end()
     if start < len(text):
-        if text[start:].strip() or not ranges:
+        if pending or text[previous:].strip() or not ranges:
             ranges.append((start, len(text)))
         else:
             ranges[-1] = (ranges[-1][0], len(text))

@@ -2,6 +2,8 @@
 reference) and a quadratic prefix-decoding reference, for two tokenizer families and Qwen3's real one."""
 
 import copy
+import re
+import time
 
 import numpy as np
 import pytest
@@ -227,6 +229,41 @@ def test_split_steps_tiles_the_text():
     assert step_spans(text, [1, 2, 3]) == [(a, b, float(v)) for (a, b), v in zip(ranges, [1, 2, 3], strict=True)]
     with pytest.raises(ValueError, match="2 step values for 3 steps"):
         step_spans(text, [1, 2])
+
+
+def quadratic_split_steps(text, separator):
+    """split_steps as first written: every blank check re-strips the whole pending text."""
+    ranges, start = [], 0
+    for run in re.finditer(f"(?:{re.escape(separator)})+", text):
+        if text[start : run.start()].strip():
+            ranges.append((start, run.end()))
+            start = run.end()
+    if start < len(text):
+        if text[start:].strip() or not ranges:
+            ranges.append((start, len(text)))
+        else:
+            ranges[-1] = (ranges[-1][0], len(text))
+    return ranges
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", " ", "\n", "\n\n", "#", "##", "\t"]), max_size=40),
+    st.sampled_from(["\n\n", "#", " "]),
+)
+def test_split_steps_matches_its_first_definition(pieces, separator):
+    text = "".join(pieces)
+    assert split_steps(text, separator) == quadratic_split_steps(text, separator)
+
+
+def test_split_steps_is_linear_on_blank_steps():
+    def cpu_seconds(text):
+        started = time.thread_time()
+        split_steps(text)
+        return time.thread_time() - started
+
+    blank, normal = " \n\n" * 40000, "a\n\n" * 40000
+    assert min(cpu_seconds(blank) for _ in range(3)) < 4 * min(cpu_seconds(normal) for _ in range(3)) + 0.01
 
 
 def test_line_spans_cover_each_line_with_its_newline():
