@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_react_tsx import error_ranges, fenced, rt, unmark
 
@@ -242,12 +242,13 @@ def test_degenerate_response_gets_a_defined_result(name, template, options, scor
 
 VALID = [fenced(f"export const Item{i} = ({{ n }}: {{ n: number }}) => <li>{{n + {i}}}</li>;") for i in range(6)]
 TYPE_ERROR = fenced("export const n: number = 'one';")
-CRASHES = fenced("export const x = " + "[\n" * 3000 + "]\n" * 3000 + ";")  # overflows TypeScript's parser
+CRASHES = fenced("export const x = " + "[" * 950 + "]" * 950 + ";")  # ~2 kB that overflow TypeScript's stack
 HANGS = fenced("export const x = " + "{a:" * 450 + "1" + "}" * 450 + ";")  # seconds in TypeScript's checker
 
 
 def score_together(cases: list[tuple[str, dict]]) -> list[dict]:
-    """compute_score of every (response, options) at once, from one thread each (one worker batch)."""
+    """compute_score of every (response, options) at once, one thread each: their type checks arrive
+    together and share the worker's batches."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(cases)) as pool:
         return list(pool.map(lambda case: rt.compute_score("react", case[0], None, **case[1]), cases))
 
@@ -258,7 +259,7 @@ def score_together(cases: list[tuple[str, dict]]) -> list[dict]:
     ids=["crashes TypeScript", "hangs TypeScript past timeout/3"],
 )
 def test_a_sample_that_breaks_typescript_fails_alone(culprit, options):
-    score_together([(VALID[0], {"level": "types"})])  # a started worker
+    assert rt.compute_score("react", VALID[0], None, level="types")["score"] == 1.0  # a started worker
     worker = rt.shared_checker().worker.process
     types = {"level": "types", "timeout": 60}
     results = score_together(
@@ -270,7 +271,7 @@ def test_a_sample_that_breaks_typescript_fails_alone(culprit, options):
     assert [result["checker_error"] for result in results] == [0] * 3 + [1, 0] + [0] * 3
     assert results[4]["num_diagnostics"] == 1
     assert rt.shared_checker().worker.process is worker  # the worker process survived
-    assert score_together([(VALID[0], types)])[0]["score"] == 1.0  # and checks on
+    assert rt.compute_score("react", VALID[1], None, level="types")["score"] == 1.0  # and checks on
 
 
 def test_a_worker_that_dies_is_restarted_and_logged(caplog):
@@ -378,12 +379,14 @@ SAFE_TEXT = st.text(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(prefix=SAFE_TEXT, crlf=st.booleans(), level=st.sampled_from(["syntax", "types"]))
+@example(prefix="\ud83d\ude00 \udfff\ud800", crlf=False, level="syntax")  # a pair JavaScript would join
 def test_random_unicode_before_an_error_keeps_its_span_exact(prefix, crlf, level):
     newline = "\r\n" if crlf else "\n"
+    # The error on the random text's line: esbuild's columns count UTF-8 bytes from the line's start.
     if level == "syntax":
-        template = f'export const s = "{prefix}";{newline}export const b = <p>{{⟦)⟧}}</p>;{newline}'
+        template = f'export const s = "{prefix}"; export const b = <p>{{⟦)⟧}}</p>;{newline}export {{}};'
     else:
-        template = f'export const s = "{prefix}";{newline}export const ⟦n⟧: number = s;{newline}'
+        template = f'export const s = "{prefix}"; export const ⟦n⟧: number = s;{newline}export {{}};'
     text, expected = unmark(fenced(template))
     result = rt.compute_score("react", text, None, level=level)
     assert (result["score"], result["checker_error"]) == (0.0, 0)
