@@ -29,6 +29,7 @@ import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
 from bot_grpo_verl.estimator import compute_bot_grpo_advantage
+from bot_grpo_verl.options import option_from_config
 
 
 def last_valid_positions(response_mask: torch.Tensor) -> torch.Tensor:
@@ -72,8 +73,8 @@ def grpo_on_row_scores(
     """
     layout = torch.zeros(response_mask.shape, dtype=scores.dtype, device=scores.device)
     layout[:, 0] = scores
-    norm_adv_by_std = bool(config.get("norm_adv_by_std_in_grpo", True)) if config is not None else True
-    return compute_grpo_outcome_advantage(layout, response_mask, index, norm_adv_by_std_in_grpo=norm_adv_by_std)
+    norm_by_std = option_from_config(config, "norm_adv_by_std_in_grpo", bool, True, "algorithm.norm_adv_by_std_in_grpo")
+    return compute_grpo_outcome_advantage(layout, response_mask, index, norm_adv_by_std_in_grpo=norm_by_std)
 
 
 def compute_grpo_token_mean_advantage(

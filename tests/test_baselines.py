@@ -195,3 +195,10 @@ def test_verl_dispatches_each_baseline_by_name(name):
     expected, _ = ESTIMATORS[name](rewards, mask, index, config)
     torch.testing.assert_close(data.batch["advantages"], expected)
     assert data.batch["advantages"].abs().sum() > 0
+
+
+@pytest.mark.parametrize("name", ["grpo_token_mean", "grpo_token_min", "ps_grpo"])
+def test_a_string_for_verls_norm_adv_by_std_key_is_refused(name):
+    rewards, mask, index = step_batch(torch.Generator().manual_seed(4))
+    with pytest.raises(ValueError, match="norm_adv_by_std_in_grpo='false' must be a bool"):
+        ESTIMATORS[name](rewards, mask, index, {"norm_adv_by_std_in_grpo": "false"})
