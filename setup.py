@@ -20,10 +20,17 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     # hydra_plugins is a namespace package shared with other hydra plugins: no __init__.py of ours.
-    packages=find_packages(include=["bot_grpo_verl", "bot_grpo_verl.*", "reward_models"])
-    + ["hydra_plugins.bot_grpo_verl"],
-    package_data={"bot_grpo_verl": ["VERSION", "config/*/*.yaml"]},
-    include_package_data=True,
+    # The reward functions live in the repository's reward_models/ folder and install as
+    # bot_grpo_verl.rewards (bot_grpo_verl/rewards is a symlink to it, for the clone's editable install).
+    packages=find_packages(include=["bot_grpo_verl", "bot_grpo_verl.*"], exclude=["bot_grpo_verl.rewards"])
+    + ["bot_grpo_verl.rewards", "hydra_plugins.bot_grpo_verl"],
+    package_dir={"bot_grpo_verl.rewards": "reward_models"},
+    # The TSX checker's Node worker and the npm manifest + lock file that `bot-grpo-verl setup tsx` installs.
+    package_data={
+        "bot_grpo_verl": ["VERSION", "config/*/*.yaml"],
+        "bot_grpo_verl.rewards": ["tsx/worker.mjs", "tsx/package.json", "tsx/package-lock.json"],
+    },
+    include_package_data=False,
     install_requires=[
         # verl is pinned to the minor release we test against; the plugin checks it again at load time.
         "verl>=0.9.1,<0.10",
@@ -44,8 +51,18 @@ setup(
         "math-verify[antlr4_9_3]>=0.9,<1",
     ],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6", "matplotlib>=3.8"],
-        "gpu": ["vllm>=0.10"],
+        # build, twine and setuptools: tests/test_wheel.py builds and checks the distribution without isolation.
+        "test": [
+            "pytest>=8",
+            "hypothesis>=6.100",
+            "ruff>=0.6",
+            "matplotlib>=3.8",
+            "build>=1.2",
+            "twine>=5,<7",
+            "setuptools>=77",
+        ],
+        # verl's own extra: its vllm and tensordict ranges, not a weaker restatement of ours.
+        "gpu": ["verl[vllm]>=0.9.1,<0.10"],
     },
     entry_points={
         "verl.plugins": ["bot_grpo = bot_grpo_verl.plugin"],
@@ -53,7 +70,6 @@ setup(
     },
     classifiers=[
         "Programming Language :: Python :: 3",
-        "License :: OSI Approved :: Apache Software License",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
 )

@@ -1,6 +1,10 @@
-"""Ready token-level reward functions for verl (``reward.custom_reward_function.path=reward_models/<file>.py``).
+"""Ready token-level reward functions for verl, installed as ``bot_grpo_verl.rewards``.
 
-- :mod:`reward_models.prm`: process reward models (step scorers, local and served backends, value shaping).
-- :mod:`reward_models.react_tsx`: the React/TSX compile reward, diagnostics as spans (``compute_score``).
-- :mod:`reward_models.math_prm`: the math reward, PRM steps plus a math-verify outcome (``compute_score``).
+verl loads them by file path: ``reward.custom_reward_function.path=$(bot-grpo-verl reward-path react_tsx)``
+(from a clone, ``reward_models/<file>.py`` is the same file).
+
+- :mod:`bot_grpo_verl.rewards.prm`: process reward models (step scorers, local and served backends, value shaping).
+- :mod:`bot_grpo_verl.rewards.react_tsx`: the React/TSX compile reward, diagnostics as spans (``compute_score``).
+- :mod:`bot_grpo_verl.rewards.math_prm`: the math reward, PRM steps plus a math-verify outcome (``compute_score``).
+- :mod:`bot_grpo_verl.rewards.arithmetic_steps`: the demo's exact arithmetic verifier (``compute_score``).
 """

@@ -23,21 +23,13 @@ import hashlib
 import numbers
 import random
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 
-# verl loads this file by path (importlib spec, not as a package member), so its sibling modules are
-# imported through the repository root, put on sys.path once.
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.append(_ROOT)
-
-from bot_grpo_verl.options import check_options, options_from_kwargs  # noqa: E402
-from bot_grpo_verl.token_rewards import split_steps  # noqa: E402
-from reward_models.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, check_answer, ground_truth_text  # noqa: E402
-from reward_models.math_prm import find_boxed  # noqa: E402
+from bot_grpo_verl.options import check_options, options_from_kwargs
+from bot_grpo_verl.rewards.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, check_answer, ground_truth_text
+from bot_grpo_verl.rewards.math_prm import find_boxed
+from bot_grpo_verl.token_rewards import split_steps
 
 # ``a op b = c`` with integers of at most 30 digits (bounds the cost of checking a step).
 STEP = re.compile(r"[ \t]*(-?\d{1,30})[ \t]*([-+*])[ \t]*(-?\d{1,30})[ \t]*=[ \t]*(-?\d{1,30})[ \t]*")

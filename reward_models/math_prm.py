@@ -17,22 +17,13 @@ scheme). It is synchronous and thread safe; verl calls it concurrently from its 
 # No ``from __future__ import annotations``: verl's loader does not register this module in sys.modules,
 # and dataclasses look string annotations up there (AttributeError at load time).
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 from urllib.parse import urlsplit
 
-# verl loads this file by path (importlib spec, not as a package member), so its sibling modules are
-# imported through the repository root, put on sys.path once.
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.append(_ROOT)
-
-from bot_grpo_verl.options import check_options, options_from_kwargs  # noqa: E402
-from bot_grpo_verl.token_rewards import Span, split_steps  # noqa: E402
-from reward_models.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, check_answer, ground_truth_text  # noqa: E402
-from reward_models.prm import (  # noqa: E402
+from bot_grpo_verl.options import check_options, options_from_kwargs
+from bot_grpo_verl.rewards.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, check_answer, ground_truth_text
+from bot_grpo_verl.rewards.prm import (
     AGGREGATIONS,
     BACKENDS,
     ENDPOINT_APIS,
@@ -42,6 +33,7 @@ from reward_models.prm import (  # noqa: E402
     get_scorer,
     to_values,
 )
+from bot_grpo_verl.token_rewards import Span, split_steps
 
 MISSING_GROUND_TRUTH = ("error", "process_only")
 # Upper bounds of the endpoint options: each wait must fit the OS's timers, and a run must not stall for days.

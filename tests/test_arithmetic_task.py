@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REWARD_PATH = str(ROOT / "reward_models" / "arithmetic_steps.py")
 sys.path.insert(0, str(ROOT))
 
-from reward_models import arithmetic_steps  # noqa: E402
+from bot_grpo_verl.rewards import arithmetic_steps  # noqa: E402
 
 PROBLEM = Problem((17, 25, 3, 40), ("+", "*", "-"))
 RESPONSE = "17 + 25 = 42\n\n42 * 3 = 126\n\n126 - 40 = 86\n\nThe answer is \\boxed{86}."

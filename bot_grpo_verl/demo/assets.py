@@ -47,7 +47,8 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-REACT_TSX = Path(__file__).resolve().parents[2] / "reward_models" / "react_tsx.py"
+# bot_grpo_verl/rewards links to the clone's reward_models/; resolved, REACT_TSX is reward_models/react_tsx.py there.
+REACT_TSX = (Path(__file__).parents[1] / "rewards" / "react_tsx.py").resolve()
 ARITHMETIC_STEPS = REACT_TSX.with_name("arithmetic_steps.py")
 
 Progress = Callable[[str], None]
