@@ -1,13 +1,21 @@
-"""``python -m bot_grpo_verl check``: show whether verl sees the plugin, and why not if it does not."""
+"""The ``bot-grpo-verl`` command (also ``python -m bot_grpo_verl``).
+
+- ``check``: show whether verl sees the plugin, and why not if it does not.
+- ``setup tsx [--dir DIR]``: install the TSX checker's pinned npm packages (``npm ci`` from the shipped lock
+  file) into the per-user cache or DIR (then set ``BOT_GRPO_VERL_TSX_DIR=DIR``).
+- ``reward-path NAME``: the file of a reward function, for ``reward.custom_reward_function.path``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import platform
+import subprocess
 import sys
 import traceback
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from bot_grpo_verl import ESTIMATOR_NAME, __version__
 
@@ -73,14 +81,52 @@ def _preset_discoverable() -> bool:
     )
 
 
+REWARDS = ("react_tsx", "math_prm", "arithmetic_steps")
+
+
+def reward_path(name: str) -> Path:
+    """The installed file of reward function ``name`` (one of :data:`REWARDS`)."""
+    import bot_grpo_verl.rewards
+
+    return (Path(bot_grpo_verl.rewards.__file__).parent / f"{name}.py").resolve()
+
+
+def setup_tsx(directory: Path | None) -> int:
+    """``npm ci`` the TSX checker into ``directory`` (default: the per-user cache); 0 when done."""
+    from bot_grpo_verl.rewards.tsx_setup import DIR_VARIABLE, TsxNotInstalled, install
+
+    try:
+        installed = install(directory)
+    except TsxNotInstalled as error:
+        print(f"PROBLEM: {error}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as error:
+        print(f"PROBLEM: `{' '.join(error.cmd)}` failed with exit status {error.returncode}", file=sys.stderr)
+        return 1
+    print(f"TSX checker installed in {installed}")
+    if directory is not None:
+        print(f"set {DIR_VARIABLE}={installed} where the reward runs")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bot_grpo_verl", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="bot-grpo-verl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("check", help="show versions, the plugin's registration and any import error")
+    setup = commands.add_parser("setup", help="install what a reward function needs outside Python")
+    setup.add_argument("component", choices=["tsx"], help="tsx: the React/TSX checker's npm packages")
+    setup.add_argument("--dir", type=Path, default=None, help="install here instead of the per-user cache")
+    path = commands.add_parser("reward-path", help="print a reward function's file (custom_reward_function.path)")
+    path.add_argument("name", choices=REWARDS)
     args = parser.parse_args(argv)
-    if args.command == "check":
-        return check()
-    return 2
+    if args.command == "setup":
+        return setup_tsx(args.dir)
+    if args.command == "reward-path":
+        print(reward_path(args.name))
+        return 0
+    return check()
 
 
 if __name__ == "__main__":

@@ -50,30 +50,36 @@ The returned dict always has the same keys (verl collects them per sample)::
     {"score": 1.0 | 0.0, "spans": [(char_start, char_end, value), ...], "compiled": 0 | 1,
      "no_code": 0 | 1, "num_diagnostics": int, "num_blocks": int, "oversized": 0 | 1, "checker_error": 0 | 1}
 
-Bad input. Every response gets a defined result in bounded time, and no response changes another's:
+Bad input. Every response gets a defined result in bounded time, and no response changes another's
+(``tests/test_adversarial_tsx.py``):
 
 - Empty or whitespace-only response, or no code: ``no_code=1``, score 0.
 - Code longer than ``max_code_chars`` in total, or with a line longer than ``max_line_chars``: not
-  checked, ``oversized=1``, score 0. These two bound the compilers' cost: esbuild's error report is
-  superlinear (each error copies its line and is located by a scan: 16,000 redeclarations in 100 kB
-  take ~5 s; one 100 kB line of 50,000 errors crashes Node).
-- A sample TypeScript cannot check (its parser or checker throws, e.g. a stack overflow on deep
-  nesting; the check runs longer than ``timeout / 3`` seconds, e.g. its checker is superlinear on 1,000+
-  nested array literals; the type-check thread dies, e.g. past its 2 GB heap cap): ``checker_error=1``,
-  score 0, for that response only; the other samples checked with it get their real result (the
-  thread is replaced when it hung or died).
+  checked, ``oversized=1``, score 0. The two bound esbuild's cost, whose error report is superlinear:
+  each error copies its line and is located by a scan of the code (16,000 redeclarations in 100 kB take
+  ~5 s; one 100 kB line of 50,000 errors makes a report too large for Node, and the worker dies).
+- A type check TypeScript cannot finish: its parser or checker throws (a stack overflow: 1,000 nested
+  arrays or 3,000 nested JSX elements fail within milliseconds), it runs longer than ``timeout / 3`` seconds (its
+  checker is superlinear on a few hundred nested object or array literals), or it kills the type-check
+  thread (2 GB heap cap): ``checker_error=1``, score 0, for that response only. The samples checked
+  with it get their real result, and the worker process lives on (the thread is replaced).
+- Deeply nested valid code compiles at ``level="syntax"`` (score 1, any ``region``) in milliseconds:
+  20,000 nested blocks, 2,000 nested functions, 10,000 nested JSX elements (130 kB: ``max_code_chars``
+  raised). The element region of an error that deep is its line (TypeScript's parse for element
+  ranges fails on it).
 - The worker process dying, answering with an error, or not answering within ``timeout``:
   ``checker_error=1``, score 0; a hung worker is killed (its other responses in flight get
-  ``checker_error=1`` too), both are logged, and the next call starts a fresh worker.
-- Deep nesting, a huge single line, unterminated strings or template literals, NUL bytes, lone
-  surrogates, CRLF, U+2028/U+2029, right-to-left text and combining marks are ordinary input: checked,
-  with spans mapped exactly. Every scan here is linear in the response (plus O(log n) per diagnostic).
-- A worker that cannot start at all (``node`` missing, ``npm ci`` not run) raises
-  :class:`CheckerSetupError`: that is a broken installation, not a bad sample.
+  ``checker_error=1`` too), both are logged as warnings, and the next call starts a fresh worker.
+- A huge single line, unterminated strings, template literals, comments, regexes or JSX, NUL bytes,
+  lone surrogates (sent as U+FFFD), a BOM, CRLF or lone CR, U+2028/U+2029, right-to-left text and
+  controls, combining marks and ZWJ emoji are ordinary input: checked, spans mapped exactly. Every scan
+  in this file is linear in the response, plus O(log n) per diagnostic.
+- A ``solution_str`` that is not a ``str``: ``TypeError``. A worker that cannot start at all (``node``
+  missing, ``npm ci`` not run): :class:`CheckerSetupError`, a broken installation, not a bad sample.
 
-Options (``reward_kwargs``; an unknown name or a bad value raises ``ValueError`` listing the allowed ones,
-when the reward is called: bools, strings or ``inf``/``nan`` for numbers, a float for an int, anything
-but the listed strings for a choice):
+Options (``reward_kwargs``; an unknown name or a bad value raises ``ValueError`` naming it, before any
+check: bools, strings, ``None``, ``inf`` or ``nan`` for a number, a float for an int, anything but the
+listed strings for a choice; numpy scalars are accepted and used as plain Python numbers):
 
 - ``level`` (``str``, default ``"syntax"``): ``"syntax"`` (esbuild, ~2 ms for a 100-line component,
   many in parallel) or ``"types"`` (also TypeScript's type check against React's typings; checks queued
@@ -125,8 +131,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from bot_grpo_verl.options import options_from_kwargs
+from bot_grpo_verl.rewards.tsx_setup import TsxNotInstalled, setup_command, worker_script
 
-WORKER_SCRIPT = Path(__file__).resolve().parent / "tsx" / "worker.mjs"
 logger = logging.getLogger(__name__)
 
 CODE_LANGUAGES = ("tsx", "jsx", "typescript", "ts", "javascript", "js", "")
@@ -575,8 +581,9 @@ class TsxChecker:
     with :class:`CheckerError` too); a dead worker is replaced on the next call. Both are logged.
     """
 
-    def __init__(self, script: Path = WORKER_SCRIPT, node: str | None = None):
-        self.script = Path(script)
+    def __init__(self, script: Path | None = None, node: str | None = None):
+        # None: the installed worker, found when it starts (see bot_grpo_verl.rewards.tsx_setup).
+        self.script = script
         self.node = node or shutil.which("node")
         self.worker: _WorkerProcess | None = None
         self.lock = threading.Lock()
@@ -589,13 +596,19 @@ class TsxChecker:
             return self.worker
 
     def _start(self) -> _WorkerProcess:
-        hint = f"(install its npm packages with `make setup` or `npm ci --prefix {self.script.parent}`)"
         if self.node is None:
-            raise CheckerSetupError("node is not on PATH; the TSX reward needs Node.js >= 18")
+            raise CheckerSetupError(
+                f"node is not on PATH; the TSX reward needs Node.js >= 18, then `{setup_command()}`"
+            )
         try:
-            worker = _WorkerProcess(self.node, self.script)
+            script = Path(self.script or worker_script())
+        except TsxNotInstalled as error:
+            raise CheckerSetupError(str(error)) from error
+        hint = f"(reinstall its npm packages with `{setup_command()}`, or `make setup` in a clone)"
+        try:
+            worker = _WorkerProcess(self.node, script)
         except OSError as error:
-            raise CheckerSetupError(f"cannot run {self.node} {self.script}: {error}") from error
+            raise CheckerSetupError(f"cannot run {self.node} {script}: {error}") from error
         try:
             worker.ready.result(timeout=STARTUP_TIMEOUT)
         except (CheckerError, concurrent.futures.TimeoutError) as error:
