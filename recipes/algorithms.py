@@ -118,6 +118,11 @@ ALGORITHMS: dict[str, Algorithm] = {
         "Process-supervised GRPO, DeepSeekMath (arXiv:2402.03300, 4.1.3): step rewards normalised over the "
         "group's steps, a token's advantage the sum over the steps ending at or after it",
     ),
+    "pure_sum": Algorithm(
+        ("+preset=pure", "algorithm.pure.credit=sum"),
+        "token",
+        "PURE's sum-form credit (return-to-go of the token rewards), the comparison of the PURE paper",
+    ),
     "bot_grpo": Algorithm(("+preset=bot_grpo",), "token", "BoT-GRPO: bag-of-tokens group statistics"),
     "bot_grpo_shuffled": Algorithm(
         ("+preset=bot_grpo", "algorithm.adv_estimator=bot_grpo_shuffled"),

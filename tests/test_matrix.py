@@ -31,6 +31,7 @@ EXPECTED = {  # algorithm -> (estimator, reward manager)
     "grpo_token_min": ("grpo_token_min", "bot_token"),
     "ps_grpo": ("ps_grpo", "bot_token"),
     "bot_grpo_shuffled": ("bot_grpo_shuffled", "bot_token"),
+    "pure_sum": ("pure", "bot_token"),
 }
 
 

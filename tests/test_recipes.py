@@ -186,6 +186,7 @@ EXPECTED = {
     "ps_grpo": {"algorithm.adv_estimator": "ps_grpo", "reward.bot_token.placement": "step_end",
                 "reward.reward_manager.name": "bot_token"},
     "bot_grpo_shuffled": {"algorithm.adv_estimator": "bot_grpo_shuffled", "reward.bot_token.placement": "spread"},
+    "pure_sum": {"algorithm.adv_estimator": "pure", "algorithm.pure.credit": "sum"},
 }  # fmt: skip
 OUTCOME = ("grpo", "dr_grpo", "dapo", "gspo")
 
