@@ -5,7 +5,7 @@
 //   {"ready": true, "node": str, "esbuild": str}
 // then answers each request line
 //   {"id": int, "code": str, "level": "syntax" | "types", "elements": bool, "max_diagnostics": int,
-//    "type_timeout"?: float (seconds, default 10)}
+//    "type_timeout"?: float (seconds one type check may take, default 60)}
 // with one line (answers may come out of order: syntax checks run concurrently)
 //   {"id": int, "ok": bool, "total": int, "diagnostics": [Diagnostic, ...], "elements"?: [[start, end], ...]}
 // or, when the checker itself fails on that request, {"id": int, "error": str}.
@@ -44,7 +44,8 @@ const require = createRequire(import.meta.url);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const MAX_MESSAGE = 500;
 const MAX_BATCH = 32;
-const DEFAULT_TYPE_TIMEOUT = 10;
+// For clients that send no type_timeout (react_tsx.py sends timeout / 3).
+const DEFAULT_TYPE_TIMEOUT = 60;
 // setTimeout's largest delay; a longer one would fire at once.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 // TypeScript recurses once per nesting level, and its checker is superlinear on some nestings long
