@@ -54,7 +54,7 @@ def blocks(kind: str | None = None) -> list[tuple[Path, re.Match]]:
 def read_options_classes() -> set[str]:
     """``module:Class`` of every dataclass passed to an options reader in the plugin and the reward models."""
     found = set()
-    for path in sorted({path for pattern in OPTION_SOURCES for path in REPO.glob(pattern)}):
+    for path in sorted({path.resolve() for pattern in OPTION_SOURCES for path in REPO.glob(pattern)}):
         module = ".".join(path.relative_to(REPO).with_suffix("").parts)
         found |= {f"{module}:{name}" for name in options_classes_in(ast.parse(path.read_text(encoding="utf-8")))}
     return found
