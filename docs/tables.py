@@ -180,7 +180,8 @@ def estimator_speed_table(path: Path) -> str:
     load_before, load_after = result["load_average_before"][0], result["load_average_after"][0]
     lines = [
         f"Measured on: {machine['cpu_model']}, {machine['cpu_cores_usable']} usable cores, "
-        f"{machine['torch_threads']} torch threads, torch {machine['torch']}, Python {machine['python']}; "
+        f"{machine['torch_threads']} torch thread{'' if machine['torch_threads'] == 1 else 's'}, "
+        f"torch {machine['torch']}, Python {machine['python']}; "
         f"1-minute load average {load_before:g} before and {load_after:g} after (a shared machine); "
         f"medians of {result['rounds']} rounds in each of {len(result['processes'])} fresh processes, "
         f"groups of {result['group_size']}.",
