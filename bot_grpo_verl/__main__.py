@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import platform
+import shutil
 import subprocess
 import sys
 import traceback
@@ -64,11 +65,24 @@ def check() -> int:
         )
     else:
         print("hydra preset  +preset=bot_grpo: available")
+    print(f"tsx checker   {tsx_checker_status()}")
 
     for problem in problems:
         print(f"PROBLEM: {problem}", file=sys.stderr)
     print("OK" if not problems else f"{len(problems)} problem(s)")
     return 0 if not problems else 1
+
+
+def tsx_checker_status() -> str:
+    """Where the React/TSX reward's worker runs from, or what sets it up (optional: no problem if absent)."""
+    from bot_grpo_verl.rewards.tsx_setup import TsxNotInstalled, worker_script
+
+    try:
+        directory = worker_script().parent
+    except TsxNotInstalled as error:
+        return f"not set up, needed by the React/TSX reward only: {error}"
+    node = shutil.which("node")
+    return f"{directory} (node: {node or 'NOT ON PATH, install Node.js >= 18'})"
 
 
 def _preset_discoverable() -> bool:

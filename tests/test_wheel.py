@@ -130,9 +130,6 @@ def test_build_makes_a_complete_sdist_and_wheel_that_twine_accepts(dist):
 
 
 def test_the_installed_wheel_runs_outside_the_clone(installed, tmp_path):
-    check = run_outside(installed, tmp_path, "python", "-m", "bot_grpo_verl", "check")
-    assert check.returncode == 0 and check.stdout.rstrip().endswith("OK"), check.stdout + check.stderr
-
     missing = run_outside(installed, tmp_path, "python", "-c", SCRIPT, BROKEN_TSX, ARITHMETIC)
     assert missing.returncode != 0 and "run `bot-grpo-verl setup tsx`" in missing.stderr, missing.stderr[-2000:]
 
@@ -140,6 +137,12 @@ def test_the_installed_wheel_runs_outside_the_clone(installed, tmp_path):
     setup = run_outside(installed, tmp_path, "bot-grpo-verl", "setup", "tsx", "--dir", str(tsx_dir))
     assert setup.returncode == 0, setup.stdout + setup.stderr
     assert (tsx_dir / "node_modules" / "esbuild").is_dir()
+
+    check = run_outside(
+        installed, tmp_path, "python", "-m", "bot_grpo_verl", "check", BOT_GRPO_VERL_TSX_DIR=str(tsx_dir)
+    )
+    assert check.returncode == 0 and check.stdout.rstrip().endswith("OK"), check.stdout + check.stderr
+    assert f"tsx checker   {tsx_dir} (node: " in check.stdout
 
     run = run_outside(
         installed, tmp_path, "python", "-c", SCRIPT, BROKEN_TSX, ARITHMETIC, BOT_GRPO_VERL_TSX_DIR=str(tsx_dir)
