@@ -3,7 +3,7 @@
 Every run is ``python -m verl.trainer.main_ppo`` with the same base settings (the CPU demo's model, data,
 batch, rollouts per prompt and steps: :func:`bot_grpo_verl.demo.run.base_overrides`), its own actor learning
 rate, and the algorithm's own keys from the recipes' one table (:data:`recipes.algorithms.ALGORITHMS`).
-On the arithmetic tasks a run validates on held-out problems before training and every ``--test-freq``
+On every task a run can validate on held-out problems before training and every ``--test-freq``
 steps: the validation split (choosing settings) and/or the disjoint test split (reporting), ``--val-n``
 temperature-1 samples per problem. A finished run leaves ``DONE`` in its folder and is skipped next time,
 and its small summary (training curves, per-problem validation counts) is written to
@@ -98,7 +98,7 @@ class CpuTask:
 # with Gaussian noise (std 1, the size of a step value) or scaled by 10 without bounds.
 ARITHMETIC_VARIANTS = {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("scale", "10.0"),)}
 TASKS = {
-    "react": CpuTask(REACT, REACT_TSX, "reward_extra/compiled/mean", 0.8, {"": ()}),
+    "react": CpuTask(REACT, REACT_TSX, "reward_extra/compiled/mean", 0.8, {"": ()}, True),
     "arith": CpuTask(ARITHMETIC, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.6, ARITHMETIC_VARIANTS, True),
     "arith_hard": CpuTask(ARITHMETIC_HARD, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.3, ARITHMETIC_VARIANTS, True),
 }
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--lrs", default="", help="actor learning rates, e.g. 1e-5,3e-5,1e-4 (default: the base 1e-4)")
     parser.add_argument("--steps", type=int, default=25)
-    parser.add_argument("--validate", default="none", help="none, val, test or val+test (arithmetic tasks)")
+    parser.add_argument("--validate", default="none", help="none, val, test or val+test")
     parser.add_argument("--test-freq", type=int, default=4, help="validate every this many steps")
     parser.add_argument("--val-n", type=int, default=8, help="samples per held-out problem")
     parser.add_argument("--no-val-before", action="store_true", help="do not validate before training")

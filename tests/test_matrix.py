@@ -114,11 +114,13 @@ def test_held_out_counts_assign_each_sample_to_its_problem_and_split(tmp_path):
         matrix.held_out_counts(dump, problems)
 
 
-def test_an_unknown_cell_or_a_task_without_held_out_problems_is_refused(tmp_path):
+def test_an_unknown_cell_or_a_task_without_held_out_problems_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="unknown algorithm"):
         matrix.run_matrix("arith", ["grpo", "nope"], [None], [0], 1, tmp_path, tmp_path, None, None, False)
+    without = matrix.CpuTask(matrix.REACT, matrix.REACT_TSX, "reward_extra/compiled/mean", 0.8, {"": ()}, False)
+    monkeypatch.setitem(matrix.TASKS, "no_held_out", without)
     with pytest.raises(ValueError, match="no held-out problems"):
-        matrix.run_matrix("react", ["grpo"], [None], [0], 1, tmp_path, tmp_path, matrix.Validation(), None, False)
+        matrix.run_matrix("no_held_out", ["grpo"], [None], [0], 1, tmp_path, tmp_path, matrix.Validation(), None, False)
 
 
 def test_a_run_summary_is_committed_alone_in_the_repository_that_holds_it(tmp_path):

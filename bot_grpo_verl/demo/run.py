@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--algorithms", default="bot_grpo", help="comma-separated, run one after the other")
     parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="metrics, plots and logs go here")
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"), help="demo assets cache")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the run's seed (the assets are always seed 0's)")
     parser.add_argument("--split", choices=("val", "test"), default=DEMO_VALIDATION.splits[0], help="held-out split")
     parser.add_argument("--val-every", type=int, default=DEMO_VALIDATION.every, help="validate every N steps")
     parser.add_argument("--val-n", type=int, default=DEMO_VALIDATION.samples, help="samples per held-out prompt")
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown or no algorithm(s) {unknown}; choose from {sorted(ALGORITHMS)}")
     validation = Validation((args.split,), args.val_every, args.val_n)
     out = args.out.resolve()
-    assets = build_assets(args.cache_dir, seed=args.seed)
+    assets = build_assets(args.cache_dir)
     print(f"assets: {assets.root} (SFT warm start compile rate {assets.metrics.get('compile_rate')})", flush=True)
     problems = problem_index(assets, validation.splits)
     runs = []
