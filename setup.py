@@ -48,7 +48,7 @@ setup(
         "fastapi",
         "uvicorn",
         # reward_models/math_prm.py: the final answer is checked with math-verify (antlr 4.9.3, as hydra pins).
-        "math-verify[antlr4_9_3]>=0.9,<1",
+        "math-verify[antlr4-9-3]>=0.9,<1",
     ],
     extras_require={
         # build, twine and setuptools: tests/test_wheel.py builds and checks the distribution without isolation.
