@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     for algorithm in algorithms:
         folder = out / algorithm
         overrides = [*demo_overrides(assets, algorithm, args.steps, folder, args.seed, validation), *args.overrides]
-        print(f"{algorithm}: {args.steps} steps, held-out validation every {args.val_every}; log {folder / 'verl.log'}")
+        print(f"{algorithm}: {args.steps} steps, validating every {args.val_every}; log {folder}/verl.log", flush=True)
         run_verl(overrides, folder, args.steps, label=f"{algorithm}  ")
         write_heatmap(folder, args.steps, assets.tokenizer_dir)
         runs.append(read_run(algorithm, folder, problems, args.split))
