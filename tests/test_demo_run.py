@@ -61,9 +61,6 @@ def test_held_out_curve_reads_dumps_in_step_order_per_prompt(tmp_path):
     curve = HeldOutCurve.read(folder, PROBLEMS, "test")
     assert curve.steps.tolist() == [0, 2, 10] and curve.samples == 2
     np.testing.assert_allclose(curve.rates, [[0.5, 0.0, 0.5], [0.5, 0.5, 1.0], [1.0, 0.5, 1.0]])
-    np.testing.assert_allclose(curve.at(2), [0.5, 0.5, 1.0])
-    with pytest.raises(ValueError, match="no validation at step 5"):
-        curve.at(5)
 
 
 def test_held_out_curve_refuses_missing_or_unequal_samples(tmp_path):

@@ -123,13 +123,6 @@ class HeldOutCurve:
         rates = counts[..., 1] / samples
         return cls(np.array([int(dump.stem) for dump in dumps]), rates, int(samples.max()))
 
-    def at(self, step: int) -> np.ndarray:
-        """``(P,)`` problem rates of the validation at ``step``."""
-        where = np.flatnonzero(self.steps == step)
-        if not len(where):
-            raise ValueError(f"no validation at step {step}; validated at {self.steps.tolist()}")
-        return self.rates[where[0]]
-
 
 def mean_interval(values: np.ndarray, z: float = Z_95) -> tuple[float, float]:
     """``(mean, half-width)`` of the normal interval for the mean of ``values`` ``(P,)``, one per problem.

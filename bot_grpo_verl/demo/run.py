@@ -204,6 +204,7 @@ class DemoRun:
 
 
 def read_run(algorithm: str, out: Path, problems: dict[str, tuple[str, int]], split: str) -> DemoRun:
+    """The finished run in ``out``: its training compile rates and the ``split`` validations it dumped."""
     rows = training_rows(read_metrics(out / "metrics.jsonl"))
     steps = [float(row["step"]) for row in rows if COMPILE_RATE in row]
     rates = [float(row[COMPILE_RATE]) for row in rows if COMPILE_RATE in row]
