@@ -60,7 +60,7 @@ Bad input. Every response gets a defined result in bounded time, and no response
   ~5 s; one 100 kB line of 50,000 errors makes a report too large for Node, and the worker dies).
 - A type check TypeScript cannot finish: its parser or checker throws (a stack overflow: 1,000 nested
   arrays or 3,000 nested JSX elements fail within milliseconds), it runs longer than ``timeout / 3`` seconds (its
-  checker is superlinear on a few hundred nested object or array literals), or it kills the type-check
+  checker is superlinear in recursive type instantiations: ~15 s for 300 of 1,000 steps), or it kills the type-check
   thread (2 GB heap cap): ``checker_error=1``, score 0, for that response only. The samples checked
   with it get their real result, and the worker process lives on (the thread is replaced).
 - Deeply nested valid code compiles at ``level="syntax"`` (score 1, any ``region``) in milliseconds:

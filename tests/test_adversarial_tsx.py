@@ -243,7 +243,12 @@ def test_degenerate_response_gets_a_defined_result(name, template, options, scor
 VALID = [fenced(f"export const Item{i} = ({{ n }}: {{ n: number }}) => <li>{{n + {i}}}</li>;") for i in range(6)]
 TYPE_ERROR = fenced("export const n: number = 'one';")
 CRASHES = fenced("export const x = " + "[" * 950 + "]" * 950 + ";")  # ~2 kB that overflow TypeScript's stack
-HANGS = fenced("export const x = " + "{a:" * 450 + "1" + "}" * 450 + ";")  # seconds in TypeScript's checker
+# ~15 s of TypeScript's checker on a 2-core machine (300 tail-recursive type instantiations of up to 1,000 steps
+# each): far past a 1 s budget on any machine, and no stack overflow (deep literals are fast *or* overflow).
+HANGS = fenced(
+    "type Count<N extends number, A extends 0[] = []> = A['length'] extends N ? A : Count<N, [...A, 0]>;\n"
+    + "".join(f"export const n{n}: Count<{n}>['length'] = {n};\n" for n in range(700, 1000))
+)
 
 
 def score_together(cases: list[tuple[str, dict]]) -> list[dict]:
