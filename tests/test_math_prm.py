@@ -22,13 +22,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from bot_grpo_verl.rewards import answer_check, math_prm, prm
 from bot_grpo_verl.token_rewards import parse_reward_result, split_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 MATH_PRM_PATH = str(ROOT / "reward_models" / "math_prm.py")
-sys.path.insert(0, str(ROOT))
-
-from bot_grpo_verl.rewards import answer_check, math_prm, prm  # noqa: E402
 
 QUESTION = "What is 1/4 + 1/4?"
 RESPONSE = "Step 1: 1/4 + 1/4 = 2/4.\n\nStep 2: 2/4 = 1/2 because 2 + 2 = 4.\n\nThe answer is \\boxed{\\frac{1}{2}}."
