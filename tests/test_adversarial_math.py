@@ -21,18 +21,13 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from bot_grpo_verl.rewards import answer_check, arithmetic_steps, math_prm, prm
 from bot_grpo_verl.token_rewards import parse_reward_result, split_steps
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bot_grpo_verl.rewards import answer_check, arithmetic_steps, math_prm, prm  # noqa: E402
 
 TOWER = "9^{9^{9}}"
 # (correct, parsed, refused) of a Verdict
@@ -122,7 +117,7 @@ def test_an_exploding_answer_checked_in_a_thread_returns():
     """In a fresh interpreter, as a verl reward worker: ``9^{9^{9}}`` checked from a thread used to freeze it
     (a big-integer power holding the GIL; math-verify's signal timeout is off outside the main thread)."""
     script = (
-        f"import sys, threading; sys.path.insert(0, {str(ROOT)!r}); from bot_grpo_verl.rewards import math_prm\n"
+        "import threading; from bot_grpo_verl.rewards import math_prm\n"
         "out = []\n"
         f"thread = threading.Thread(target=lambda: out.append(math_prm.check_answer('3', {TOWER!r})))\n"
         "thread.start(); thread.join(); print(tuple(out[0][:3]))"

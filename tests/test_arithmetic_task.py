@@ -16,13 +16,11 @@ from test_demo_assets import TINY as DEMO_TINY
 from bot_grpo_verl.demo import arithmetic, assets
 from bot_grpo_verl.demo.arithmetic import Problem, generate_problems
 from bot_grpo_verl.demo.assets import ARITHMETIC, build_assets
+from bot_grpo_verl.rewards import arithmetic_steps
 from bot_grpo_verl.token_rewards import parse_reward_result
 
 ROOT = Path(__file__).resolve().parents[1]
 REWARD_PATH = str(ROOT / "reward_models" / "arithmetic_steps.py")
-sys.path.insert(0, str(ROOT))
-
-from bot_grpo_verl.rewards import arithmetic_steps  # noqa: E402
 
 PROBLEM = Problem((17, 25, 3, 40), ("+", "*", "-"))
 RESPONSE = "17 + 25 = 42\n\n42 * 3 = 126\n\n126 - 40 = 86\n\nThe answer is \\boxed{86}."

@@ -26,13 +26,11 @@ from tensordict import TensorDict
 from tokenizer_fixtures import byte_level_bpe
 from verl import DataProto
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `python -m recipes...` runs from the repository root; so do these imports
-    sys.path.insert(0, str(ROOT))
+from recipes import algorithms
+from recipes.data import prepare_aime, prepare_react
+from recipes.launch import command
 
-from recipes import algorithms  # noqa: E402
-from recipes.data import prepare_aime, prepare_react  # noqa: E402
-from recipes.launch import command  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 from recipes.launch import main as launch  # noqa: E402
 
 PARSER = OverridesParser.create()
