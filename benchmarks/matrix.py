@@ -10,9 +10,9 @@ and its small summary (training curves, per-problem validation counts) is writte
 ``<results>/<task>/runs/`` at once (``--commit`` also commits it), so a matrix resumes after any
 interruption, on another machine too. The protocol and its report: benchmarks/PROTOCOL.md.
 
-    python benchmarks/matrix.py --task arith --algorithms grpo,bot_grpo --lrs 3e-5,1e-4 --seeds 0,1 \
+    python -m benchmarks.matrix --task arith --algorithms grpo,bot_grpo --lrs 3e-5,1e-4 --seeds 0,1 \
         --steps 32 --validate val --results benchmarks/results/protocol/sweep --commit
-    python benchmarks/matrix.py --task react --seeds 0,1,2 --steps 20 --validate none \
+    python -m benchmarks.matrix --task react --seeds 0,1,2 --steps 20 --validate none \
         --algorithms grpo,dr_grpo,dapo,gspo,pure,bot_grpo --runs runs/matrix --out benchmarks/results
 """
 
@@ -26,11 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the recipes' table
-
-from bot_grpo_verl.benchmark.report import write_report  # noqa: E402
-from bot_grpo_verl.demo.assets import (  # noqa: E402
+from benchmarks.report import write_report
+from bot_grpo_verl.demo.assets import (
     ARITHMETIC,
     ARITHMETIC_HARD,
     ARITHMETIC_STEPS,
@@ -39,20 +36,20 @@ from bot_grpo_verl.demo.assets import (  # noqa: E402
     Task,
     build_assets,
 )
-from bot_grpo_verl.demo.held_out import (  # noqa: E402
+from bot_grpo_verl.demo.held_out import (
     Validation,
     held_out_counts,
     problem_index,
     validation_overrides,
 )
-from bot_grpo_verl.demo.run import (  # noqa: E402
+from bot_grpo_verl.demo.run import (
     MAX_RESPONSE_LENGTH,
     base_overrides,
     merge_presets,
     read_metrics,
     run_verl,
 )
-from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides  # noqa: E402
+from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
 # Training metrics kept in a run's summary (verl's names); the validation counts are kept per problem.
 TRAIN_METRICS = (
@@ -163,7 +160,7 @@ def commit(path: Path, message: str, attempts: int = 10) -> None:
 
 
 def run_folder(runs: Path, task_name: str, cell: str, lr: float | None, seed: int) -> Path:
-    """``<runs>/<task>/<cell>[/lr<lr>]/seed<k>`` (no lr: the layout ``bot_grpo_verl.benchmark.report`` reads)."""
+    """``<runs>/<task>/<cell>[/lr<lr>]/seed<k>`` (no lr: the layout :mod:`benchmarks.report` reads)."""
     return runs / task_name / cell / (f"lr{lr:g}" if lr is not None else "") / f"seed{seed}"
 
 

@@ -16,7 +16,7 @@ fixed threshold, and their ratios. Every interval is a 95% percentile bootstrap 
 cell's own) and problems (the same draws for every cell: differences are paired over problems). Writes
 ``summary.json``, ``summary.md``, ``curves.png`` and ``forest.png``.
 
-    python benchmarks/protocol_report.py --results benchmarks/results/protocol --task arith \\
+    python -m benchmarks.protocol_report --results benchmarks/results/protocol --task arith \\
         --sweep-dir benchmarks/results/protocol/sweep --lr-from grpo_token_min=grpo_token_mean,pure_sum=pure \\
         --threshold 0.6 --boot 2000 --seed 0
 """
@@ -34,8 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bot_grpo_verl.benchmark.metrics import pass_at_k  # noqa: E402
+from benchmarks.metrics import pass_at_k
 
 VAL, TEST = "val", "test"
 KS = (1, 8)
@@ -635,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sweep_runs and not final_runs:
             raise ValueError(
                 f"no run summaries of task {args.task!r} under {args.results / args.task / 'runs'} (final matrix) "
-                f"or {sweep_dir / args.task / 'runs'} (sweep): run benchmarks/matrix.py with --results first"
+                f"or {sweep_dir / args.task / 'runs'} (sweep): run `python -m benchmarks.matrix` with --results first"
             )
         if borrowed and not sweep_runs:
             raise ValueError(f"--lr-from needs the sweep's runs, none under {sweep_dir / args.task / 'runs'}")

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot_grpo_verl.benchmark.metrics import area_under_curve, pass_at_k, steps_to_threshold
-from bot_grpo_verl.benchmark.report import main as report_main
-from bot_grpo_verl.benchmark.report import pass_at_k_of_dump, write_report
+from benchmarks.metrics import area_under_curve, pass_at_k, steps_to_threshold
+from benchmarks.report import main as report_main
+from benchmarks.report import pass_at_k_of_dump, write_report
 
 
 @given(st.integers(1, 12), st.data())

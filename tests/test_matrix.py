@@ -1,20 +1,13 @@
 """The CPU benchmark matrix: every algorithm's run composes against verl's config with the CPU preset."""
 
-import importlib.util
 import json
 import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from hydra import compose, initialize_config_module
 
-REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("matrix", REPO / "benchmarks" / "matrix.py")
-matrix = importlib.util.module_from_spec(spec)
-sys.modules["matrix"] = matrix  # its dataclass looks its module up there
-spec.loader.exec_module(matrix)
+from benchmarks import matrix
 
 ASSETS = SimpleNamespace(
     train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", test_parquet="/d/test.parquet", model_dir="/m"

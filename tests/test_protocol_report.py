@@ -1,20 +1,13 @@
 """The protocol's report: learning rates chosen on the validation split only, paired two-level bootstrap
 intervals, verdicts, probability of improvement and steps to a level on the test split, and its CLI."""
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("protocol_report", REPO / "benchmarks" / "protocol_report.py")
-report = importlib.util.module_from_spec(spec)
-sys.modules["protocol_report"] = report  # its dataclass looks its module up there
-spec.loader.exec_module(report)
+from benchmarks import protocol_report as report
 
 VALIDATIONS = (0, 4, 8)
 SAMPLES = 8

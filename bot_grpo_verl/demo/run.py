@@ -27,8 +27,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from bot_grpo_verl import heatmap
-from bot_grpo_verl.benchmark.report import moving_average
 from bot_grpo_verl.demo.assets import REACT_TSX, build_assets
 from bot_grpo_verl.demo.held_out import HeldOutCurve, Validation, mean_interval, problem_index, validation_overrides
 
@@ -43,6 +44,8 @@ HELD_OUT_RATE = re.compile(r"val-core/.+/acc/mean@\d+")
 MAX_RESPONSE_LENGTH = 160
 SMOOTHING = 5
 DEMO_VALIDATION = Validation(splits=("test",), every=10, samples=4)
+
+Curve = tuple[list[float], list[float]]  # (steps, values)
 
 
 def base_overrides(assets, steps: int, out: Path, seed: int) -> list[str]:
@@ -253,6 +256,15 @@ def summary(runs: list[DemoRun], split: str) -> dict:
             "train": {"steps": run.train_steps, "compile_rate": run.train_rate},
         }
     return result
+
+
+def moving_average(curve: Curve, window: int) -> Curve:
+    """The curve averaged over ``window`` consecutive points, each value placed at its window's last step."""
+    steps, values = curve
+    if window <= 1 or len(values) < window:
+        return curve
+    averaged = np.convolve(values, np.ones(window) / window, mode="valid")
+    return list(steps[window - 1 :]), [float(value) for value in averaged]
 
 
 def plot(runs: list[DemoRun], split: str, path: Path) -> None:

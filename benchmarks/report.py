@@ -7,7 +7,7 @@ Reads ``<runs>/<algorithm>/seed<k>/metrics.jsonl`` in verl's file-logger format
 ``<runs>/<algorithm>/seed<k>/validation/<step>.jsonl``; writes ``summary.json``, ``summary.md``,
 ``curves.png`` (and ``pass_at_k.png``) to ``--out``.
 
-    python -m bot_grpo_verl.benchmark.report runs/react --metric reward_extra/compiled/mean \\
+    python -m benchmarks.report runs/react --metric reward_extra/compiled/mean \\
         --threshold 0.8 --baseline grpo --out benchmarks/results/react
 """
 
@@ -24,9 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bot_grpo_verl.benchmark.metrics import area_under_curve, mean_pass_at_k, steps_to_threshold
-
-Curve = tuple[list[float], list[float]]
+from benchmarks.metrics import area_under_curve, mean_pass_at_k, steps_to_threshold
+from bot_grpo_verl.demo.run import Curve, moving_average
 
 
 def read_curve(path: Path, metric: str) -> Curve:
@@ -100,15 +99,6 @@ def _stats(values: list[float]) -> dict:
         "std": float(array.std(ddof=1)) if len(array) > 1 else 0.0 if len(array) else None,
         "values": [float(v) for v in array],
     }
-
-
-def moving_average(curve: Curve, window: int) -> Curve:
-    """The curve averaged over ``window`` consecutive points, each value placed at its window's last step."""
-    steps, values = curve
-    if window <= 1 or len(values) < window:
-        return curve
-    averaged = np.convolve(values, np.ones(window) / window, mode="valid")
-    return list(steps[window - 1 :]), [float(value) for value in averaged]
 
 
 def summarize(
