@@ -34,11 +34,11 @@ setup: $(STAMP) $(TSX_STAMP)
 DEMO_STEPS ?= 60
 DEMO_ALGORITHMS ?= bot_grpo
 demo: setup
-	$(PY) -m bot_grpo_verl.demo.run --steps $(DEMO_STEPS) --algorithms $(DEMO_ALGORITHMS) --out runs/demo
+	$(PY) -m demo.run --steps $(DEMO_STEPS) --algorithms $(DEMO_ALGORITHMS) --out runs/demo
 
 # GRPO (outcome reward) beside BoT-GRPO (token rewards), same seed, one plot.
 compare: setup
-	$(PY) -m bot_grpo_verl.demo.run --steps $(DEMO_STEPS) --algorithms grpo,bot_grpo --out runs/compare
+	$(PY) -m demo.run --steps $(DEMO_STEPS) --algorithms grpo,bot_grpo --out runs/compare
 
 lint: setup
 	$(VENV)/bin/ruff check .

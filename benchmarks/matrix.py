@@ -1,7 +1,7 @@
 """Run a matrix of algorithms x learning rates x seeds of a CPU task through verl's real trainer.
 
 Every run is ``python -m verl.trainer.main_ppo`` with the same base settings (the CPU demo's model, data,
-batch, rollouts per prompt and steps: :func:`bot_grpo_verl.demo.run.base_overrides`), its own actor learning
+batch, rollouts per prompt and steps: :func:`demo.run.base_overrides`), its own actor learning
 rate, and the algorithm's own keys from the recipes' one table (:data:`recipes.algorithms.ALGORITHMS`).
 On every task a run can validate on held-out problems before training and every ``--test-freq``
 steps: the validation split (choosing settings) and/or the disjoint test split (reporting), ``--val-n``
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.report import write_report
-from bot_grpo_verl.demo.assets import (
+from demo.assets import (
     ARITHMETIC,
     ARITHMETIC_HARD,
     ARITHMETIC_STEPS,
@@ -36,13 +36,13 @@ from bot_grpo_verl.demo.assets import (
     Task,
     build_assets,
 )
-from bot_grpo_verl.demo.held_out import (
+from demo.held_out import (
     Validation,
     held_out_counts,
     problem_index,
     validation_overrides,
 )
-from bot_grpo_verl.demo.run import (
+from demo.run import (
     MAX_RESPONSE_LENGTH,
     base_overrides,
     merge_presets,
@@ -73,7 +73,7 @@ class CpuTask:
     """A benchmark task on CPU: its assets, reward function and success metric.
 
     Attributes:
-        assets: the demo assets' task (``bot_grpo_verl.demo.assets``).
+        assets: the demo assets' task (``demo.assets``).
         reward: the token-level reward function file.
         metric: the success curve's key in verl's metrics (training rollouts).
         threshold: the success level whose first step is compared across algorithms.

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.metrics import area_under_curve, mean_pass_at_k, steps_to_threshold
-from bot_grpo_verl.demo.run import Curve, moving_average
+from demo.run import Curve, moving_average
 
 
 def read_curve(path: Path, metric: str) -> Curve:

@@ -7,8 +7,10 @@ of the reference solutions' tokens (teacher forcing).
 
 ``kinds``: per component kind, the held-out compile rate of every validation dump of a demo run.
 
-    python docs/react_failure_analysis.py samples .cache/demo/<key> --per-prompt 4
-    python docs/react_failure_analysis.py kinds runs/demo/bot_grpo .cache/demo/<key> --split test
+From the repository root:
+
+    python -m docs.react_failure_analysis samples .cache/demo/<key> --per-prompt 4
+    python -m docs.react_failure_analysis kinds runs/demo/bot_grpo .cache/demo/<key> --split test
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pandas as pd
 import torch
 from transformers import AutoTokenizer, Qwen2ForCausalLM
 
-from bot_grpo_verl.demo import assets
+from demo import assets
 
 TAG = r"ul|ol|article|section|main|div|h1|h2|h3|p|strong|span|button|li"
 

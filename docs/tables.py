@@ -17,10 +17,10 @@ Kinds:
 - ``estimator-speed PATH``: the estimator benchmark's figures (``benchmarks/estimator_speed.py``'s JSON),
   with the machine they were measured on.
 
-Usage (from the repository root)::
+Usage (from the repository root, whose ``recipes`` the algorithm table comes from)::
 
-    python docs/tables.py           # rewrite every generated table of README.md and docs/*.md
-    python docs/tables.py --check   # exit 1 and name the pages whose tables are out of date
+    python -m docs.tables           # rewrite every generated table of README.md and docs/*.md
+    python -m docs.tables --check   # exit 1 and name the pages whose tables are out of date
 """
 
 from __future__ import annotations
@@ -73,10 +73,8 @@ def pages() -> list[Path]:
 
 
 def load(source: str) -> Any:
-    """The object named ``module:attribute`` (the repository root on ``sys.path``)."""
+    """The object named ``module:attribute`` (an installed module or one of the repository root's)."""
     module, _, attribute = source.partition(":")
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     return getattr(importlib.import_module(module), attribute)
 
 

@@ -1,7 +1,7 @@
 r"""Arithmetic reward for verl: every step checked exactly (an exact process verifier as the PRM) plus a
 math-verify outcome, as token-level spans.
 
-Use from any verl recipe (the demo's arithmetic task, :mod:`bot_grpo_verl.demo.arithmetic`)::
+Use from any verl recipe (in a clone, ``demo/arithmetic.py`` generates the CPU demo's problems for it)::
 
     reward.custom_reward_function.path=reward_models/arithmetic_steps.py
     reward.custom_reward_function.name=compute_score

@@ -13,11 +13,11 @@ import pytest
 from omegaconf import OmegaConf
 from test_demo_assets import TINY as DEMO_TINY
 
-from bot_grpo_verl.demo import arithmetic, assets
-from bot_grpo_verl.demo.arithmetic import Problem, generate_problems
-from bot_grpo_verl.demo.assets import ARITHMETIC, build_assets
 from bot_grpo_verl.rewards import arithmetic_steps
 from bot_grpo_verl.token_rewards import parse_reward_result
+from demo import arithmetic, assets
+from demo.arithmetic import Problem, generate_problems
+from demo.assets import ARITHMETIC, build_assets
 
 ROOT = Path(__file__).resolve().parents[1]
 REWARD_PATH = str(ROOT / "reward_models" / "arithmetic_steps.py")

@@ -9,8 +9,8 @@ import torch
 from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2ForCausalLM
 
-from bot_grpo_verl.demo import assets, corpus
-from bot_grpo_verl.demo.assets import DemoSettings, build_assets
+from demo import assets, react_corpus
+from demo.assets import DemoSettings, build_assets
 
 # Seconds to build on 2 cores; big enough that SFT visibly learns.
 TINY = DemoSettings(
@@ -46,11 +46,11 @@ def built(cache_dir):
 
 
 def test_corpus_is_deterministic_distinct_and_covers_every_kind():
-    first, again = corpus.generate_corpus(40, seed=7), corpus.generate_corpus(40, seed=7)
+    first, again = react_corpus.generate_corpus(40, seed=7), react_corpus.generate_corpus(40, seed=7)
     assert first == again
-    assert corpus.generate_corpus(40, seed=8) != first
+    assert react_corpus.generate_corpus(40, seed=8) != first
     assert len({example.prompt for example in first}) == 40
-    assert {example.kind for example in first} == set(corpus.KINDS)
+    assert {example.kind for example in first} == set(react_corpus.KINDS)
     for example in first:
         assert example.prompt.startswith("Write a React component `")
         assert f"export function {example.name}(" in example.code
@@ -59,12 +59,12 @@ def test_corpus_is_deterministic_distinct_and_covers_every_kind():
 
 def test_corpus_rejects_a_negative_size():
     with pytest.raises(ValueError, match="corpus size"):
-        corpus.generate_corpus(-1, seed=0)
+        react_corpus.generate_corpus(-1, seed=0)
 
 
 @needs_checker
 def test_every_kind_of_solution_compiles_and_broken_code_does_not():
-    responses = [example.response for example in corpus.generate_corpus(5 * len(corpus.KINDS), seed=11)]
+    responses = [example.response for example in react_corpus.generate_corpus(5 * len(react_corpus.KINDS), seed=11)]
     assert assets.compile_rate(responses)[0] == 1.0
     unclosed = [response.replace("}\n```", "\n```") for response in responses]
     assert assets.compile_rate(unclosed)[0] == 0.0
@@ -161,7 +161,7 @@ def test_saved_model_loads_generates_and_is_the_trained_one(built):
 
     frame = pd.read_parquet(built.val_parquet)
     val = [
-        corpus.Example(info["kind"], info["component"], prompt[0]["content"], reward_model["ground_truth"])
+        react_corpus.Example(info["kind"], info["component"], prompt[0]["content"], reward_model["ground_truth"])
         for prompt, reward_model, info in zip(frame.prompt, frame.reward_model, frame.extra_info, strict=True)
     ]
     held_out = assets.collate(assets.encode_examples(tokenizer, val), tokenizer.pad_token_id)

@@ -11,8 +11,8 @@ import pytest
 from hydra import compose, initialize_config_module
 from PIL import Image
 
-from bot_grpo_verl.demo import run
-from bot_grpo_verl.demo.held_out import HeldOutCurve, Validation, mean_interval
+from demo import run
+from demo.held_out import HeldOutCurve, Validation, mean_interval
 
 PROMPTS = ("Write a React component `A`.", "Write a React component `AB`.", "Write a React component `C`.")
 PROBLEMS = {prompt: ("test", row) for row, prompt in enumerate(PROMPTS)}

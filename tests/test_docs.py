@@ -10,13 +10,13 @@
 
 import ast
 import dataclasses
-import importlib.util
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from docs import tables
 
 REPO = Path(__file__).resolve().parents[1]
 LINKED_PAGES = sorted([REPO / "README.md", REPO / "recipes" / "README.md", *(REPO / "docs").glob("*.md")])
@@ -27,18 +27,6 @@ INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6} +(.+?) *#* *$", re.MULTILINE)
 TABLE_ROW = re.compile(r"^\| `(\w+)` \| (.*?) \| ", re.MULTILINE)
-
-
-def load_tables():
-    """``docs/tables.py`` as a module (``docs/`` is not a package)."""
-    spec = importlib.util.spec_from_file_location("docs_tables", REPO / "docs" / "tables.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve the module's annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-tables = load_tables()
 
 
 def blocks(kind: str | None = None) -> list[tuple[Path, re.Match]]:
@@ -141,7 +129,7 @@ def test_options_table_from_a_docstring():
 @pytest.mark.parametrize("page", sorted({page for page, _ in blocks()}), ids=lambda page: page.name)
 def test_generated_tables_are_up_to_date(page):
     text = page.read_text(encoding="utf-8")
-    assert tables.update(text) == text, f"{page.name}: run `.venv/bin/python docs/tables.py` to regenerate its tables"
+    assert tables.update(text) == text, f"{page.name}: run `.venv/bin/python -m docs.tables` to regenerate its tables"
 
 
 def test_every_options_dataclass_has_one_table():

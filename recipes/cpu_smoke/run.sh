@@ -25,7 +25,7 @@ if [[ -z "${MODEL_PATH:-}" || -z "${TRAIN_FILES:-}" || -z "${VAL_FILES:-}" ]]; t
             train_parquet) TRAIN_FILES=${TRAIN_FILES:-$path} ;;
             val_parquet) VAL_FILES=${VAL_FILES:-$path} ;;
         esac
-    done < <("$PYTHON" -m bot_grpo_verl.demo.assets --cache-dir .cache/demo)
+    done < <("$PYTHON" -m demo.assets --cache-dir .cache/demo)
 fi
 REWARD_PATH=${REWARD_PATH:-reward_models/react_tsx.py}
 REWARD_NAME=${REWARD_NAME:-compute_score}

@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from bot_grpo_verl.demo.corpus import draw_distinct
+from demo.react_corpus import draw_distinct
 
 DATA_SOURCE = "arithmetic"
 OPERATIONS = ("+", "-", "*")

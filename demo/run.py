@@ -9,7 +9,7 @@ test prompt. It prints one line per step and per validation, and writes per algo
 for the whole demo a plot (held-out compile rate with its 95% interval, smoothed training compile rate)
 and ``summary.json``. The last lines give each algorithm's held-out change with its interval.
 
-    python -m bot_grpo_verl.demo.run --steps 60 --out runs/demo [--algorithms grpo,bot_grpo] [hydra overrides ...]
+    python -m demo.run --steps 60 --out runs/demo [--algorithms grpo,bot_grpo] [hydra overrides ...]
 """
 
 from __future__ import annotations
@@ -30,12 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from bot_grpo_verl import heatmap
-from bot_grpo_verl.demo.assets import REACT_TSX, build_assets
-from bot_grpo_verl.demo.held_out import HeldOutCurve, Validation, mean_interval, problem_index, validation_overrides
-
-REPO = REACT_TSX.parents[1]
-sys.path.insert(0, str(REPO))  # the recipes' algorithm table
-from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides  # noqa: E402
+from demo.assets import REACT_TSX, build_assets
+from demo.held_out import HeldOutCurve, Validation, mean_interval, problem_index, validation_overrides
+from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
 COMPILE_RATE = "reward_extra/compiled/mean"
 TOKEN_REWARD = "reward_extra/token_reward_mean/mean"

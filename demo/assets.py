@@ -1,15 +1,15 @@
 """The CPU demo's assets, made locally and cached: tokenizer, warm-started tiny Qwen2 policy, RL parquet files.
 
 Nothing is downloaded. :func:`build_assets` generates a :class:`Task`'s corpus (:data:`REACT`: React/TSX
-components, :mod:`bot_grpo_verl.demo.corpus`; :data:`ARITHMETIC`: multi-step arithmetic,
-:mod:`bot_grpo_verl.demo.arithmetic`), trains a byte-level BPE tokenizer on it, builds a tiny
+components, :mod:`demo.react_corpus`; :data:`ARITHMETIC`: multi-step arithmetic,
+:mod:`demo.arithmetic`), trains a byte-level BPE tokenizer on it, builds a tiny
 ``Qwen2ForCausalLM`` from a config, warm-starts it with a short supervised pass on the corpus (loss on
 response tokens only), measures its temperature-1 samples with the task's reward (compile rate, answer
 accuracy), and writes train/val parquet files in verl's RL dataset format. The result lives in
 ``cache_dir/<key>/``, where ``key`` hashes the task, the settings, the seed and the builder's source, so a
 second call with the same inputs returns at once and any change rebuilds.
 
-CLI: ``python -m bot_grpo_verl.demo.assets --task arithmetic --cache-dir .cache/demo`` prints the paths.
+CLI: ``python -m demo.assets --task arithmetic --cache-dir .cache/demo`` prints the paths.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ import torch
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen2Tokenizer
 
-from bot_grpo_verl.demo import arithmetic, corpus
+from bot_grpo_verl.__main__ import reward_path
+from demo import arithmetic, react_corpus
 
 DATA_SOURCE = "react_tsx"
 PAD_TOKEN = "<|endoftext|>"
@@ -47,9 +48,8 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-# bot_grpo_verl/rewards links to the clone's reward_models/; resolved, REACT_TSX is reward_models/react_tsx.py there.
-REACT_TSX = (Path(__file__).parents[1] / "rewards" / "react_tsx.py").resolve()
-ARITHMETIC_STEPS = REACT_TSX.with_name("arithmetic_steps.py")
+REACT_TSX = reward_path("react_tsx")  # the installed reward files (in a clone: reward_models/)
+ARITHMETIC_STEPS = reward_path("arithmetic_steps")
 
 Progress = Callable[[str], None]
 
@@ -410,7 +410,7 @@ def sample_responses(
 
 def load_reward_file(path: Path) -> ModuleType:
     """The reward file at ``path``, loaded by path as verl's ``custom_reward_function`` loads it."""
-    spec = importlib.util.spec_from_file_location(f"bot_grpo_verl_demo_{path.stem}", path)
+    spec = importlib.util.spec_from_file_location(f"demo_reward_{path.stem}", path)
     reward = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reward)
     return reward
@@ -433,7 +433,9 @@ def compile_rate(responses: Sequence[str]) -> tuple[float | None, str]:
     return sum(compiled) / len(compiled), "reward_models/react_tsx.py compute_score (esbuild TSX syntax)"
 
 
-def compile_metrics(responses: Sequence[str], examples: Sequence[corpus.Example]) -> dict[str, float | str | None]:
+def compile_metrics(
+    responses: Sequence[str], examples: Sequence[react_corpus.Example]
+) -> dict[str, float | str | None]:
     """:data:`REACT`'s sample metrics: ``{"compile_rate", "compile_checker"}`` (see :func:`compile_rate`)."""
     rate, how = compile_rate(responses)
     return {"compile_rate": rate, "compile_checker": how}
@@ -463,10 +465,10 @@ REACT = Task(
     name="react_tsx",
     data_source=DATA_SOURCE,
     ability="code",
-    generate=corpus.generate_corpus,
+    generate=react_corpus.generate_corpus,
     reference=lambda example: (example.code, {"kind": example.kind, "component": example.name}),
     score_samples=compile_metrics,
-    sources=(Path(corpus.__file__),),
+    sources=(Path(react_corpus.__file__),),
     settings=DemoSettings(),
 )
 ARITHMETIC = Task(
@@ -676,7 +678,7 @@ def build_assets(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """CLI: build (or reuse) the assets and print ``name=path`` lines, then the metrics as JSON with ``--metrics``."""
-    parser = argparse.ArgumentParser(prog="python -m bot_grpo_verl.demo.assets", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m demo.assets", description=__doc__.split("\n")[0])
     parser.add_argument("--task", choices=sorted(TASKS), default=REACT.name, help="which demo task to build")
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"), help="where builds are cached")
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus, the tokenizer data and the model")
