@@ -8,13 +8,30 @@ imports this module again to show the whole traceback.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from bot_grpo_verl import ESTIMATOR_NAME
 
 
+def estimators() -> dict[str, Callable]:
+    """The advantage estimators the plugin registers, by ``algorithm.adv_estimator`` name: ``bot_grpo``,
+    ``pure`` and the same-information baselines (:mod:`bot_grpo_verl.baselines`)."""
+    from bot_grpo_verl.baselines import ESTIMATORS as BASELINES
+    from bot_grpo_verl.estimator import compute_bot_grpo_advantage
+    from bot_grpo_verl.pure import compute_pure_advantage
+
+    return {ESTIMATOR_NAME: compute_bot_grpo_advantage, "pure": compute_pure_advantage, **BASELINES}
+
+
+def selects_plugin(adv_estimator: str, reward_manager_cls: type) -> bool:
+    """Whether a verl run uses the plugin: one of its estimators, or its reward manager or a subclass."""
+    from bot_grpo_verl.reward_manager import BoTTokenRewardManager
+
+    return adv_estimator in estimators() or issubclass(reward_manager_cls, BoTTokenRewardManager)
+
+
 def register() -> None:
-    """Register the ``bot_grpo`` and ``pure`` estimators, the same-information baselines
-    (:mod:`bot_grpo_verl.baselines`) and the ``bot_token`` reward manager, and adapt verl's internals."""
+    """Register the estimators and the ``bot_token`` reward manager, and adapt verl's internals."""
     from bot_grpo_verl.cpu import activate as activate_cpu_mode
     from bot_grpo_verl.verl_compat import apply_adapters, check_verl_version
 
@@ -23,16 +40,11 @@ def register() -> None:
     from verl.trainer.ppo.core_algos import register_adv_est
 
     import bot_grpo_verl.reward_manager  # noqa: F401  (registers the bot_token reward manager)
-    from bot_grpo_verl.baselines import ESTIMATORS as BASELINES
-    from bot_grpo_verl.estimator import compute_bot_grpo_advantage
-    from bot_grpo_verl.pure import compute_pure_advantage
 
     # verl's registry accepts the same function again and refuses a different one under our names.
-    register_adv_est(ESTIMATOR_NAME)(compute_bot_grpo_advantage)
-    register_adv_est("pure")(compute_pure_advantage)
-    for name, estimator in BASELINES.items():
+    for name, estimator in estimators().items():
         register_adv_est(name)(estimator)
-    apply_adapters()
+    apply_adapters(selects_plugin)
 
 
 try:

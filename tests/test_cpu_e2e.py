@@ -19,7 +19,7 @@ import torch
 from cpu_assets import read_jsonl, save_tiny_model, write_dataset, write_reward_function
 from reference import reference_bot_grpo
 
-from bot_grpo_verl.cpu.patches import accelerator_present
+from bot_grpo_verl.verl_compat.cpu_platform import accelerator_present
 
 TIMEOUT_S = 900  # ~70 s on an idle 2-core machine; generous for a loaded one
 SPY_MODULE = "bot_grpo_estimator_spy"

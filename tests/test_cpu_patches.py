@@ -19,10 +19,11 @@ from verl.workers.rollout import base as rollout_base
 from verl.workers.rollout.replica import get_rollout_replica_class
 
 import bot_grpo_verl.cpu as cpu_mode
-from bot_grpo_verl.cpu import patches
 from bot_grpo_verl.cpu.rollout import HFRolloutReplica, HFServerAdapter
+from bot_grpo_verl.verl_compat import UnsupportedVerl, cpu_patches
+from bot_grpo_verl.verl_compat.cpu_platform import accelerator_present, use_cpu_platform
 
-pytestmark = pytest.mark.skipif(patches.accelerator_present(), reason="the CPU mode is only active without accelerator")
+pytestmark = pytest.mark.skipif(accelerator_present(), reason="the CPU mode is only active without accelerator")
 
 
 def free_port() -> int:
@@ -91,13 +92,13 @@ def test_a_host_with_an_accelerator_stays_off(monkeypatch):
 
     monkeypatch.delenv(cpu_mode.ENV_VAR)
     monkeypatch.setattr(PlatformRegistry.get("nvidia"), "is_platform_available", lambda self, use_smi_check=False: True)
-    assert patches.accelerator_present() is True
+    assert accelerator_present() is True
     assert cpu_mode.should_activate() is False
 
 
 def test_activation_is_idempotent():
     defaults = distributed.initialize_global_process_group_ray.__defaults__
-    patches.apply_all()
+    cpu_patches.apply_all(cpu_mode.SERVER_ADAPTER, cpu_mode.load_replica)
     assert cpu_mode.activate() is True
     assert distributed.initialize_global_process_group_ray.__defaults__ == defaults == (None, "gloo")
 
@@ -127,7 +128,7 @@ def test_the_v1_replay_buffer_polls_often():
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
     polling = inspect.signature(ReplayBuffer.__init__).parameters["poll_interval"].default
-    assert polling == patches.REPLAY_BUFFER_POLL_S < 2.0
+    assert polling == cpu_patches.REPLAY_BUFFER_POLL_S < 2.0
 
 
 def test_verl_finds_the_fsdp_engines_on_cpu():
@@ -135,8 +136,8 @@ def test_verl_finds_the_fsdp_engines_on_cpu():
 
 
 def test_the_rollout_is_registered_with_both_verl_registries():
-    assert rollout_base.get_rollout_class(patches.ROLLOUT_NAME, "async") is HFServerAdapter
-    assert get_rollout_replica_class(patches.ROLLOUT_NAME) is HFRolloutReplica
+    assert rollout_base.get_rollout_class(cpu_patches.ROLLOUT_NAME, "async") is HFServerAdapter
+    assert get_rollout_replica_class(cpu_patches.ROLLOUT_NAME) is HFRolloutReplica
 
 
 def _no_backend_fallback(timeout_second=None):
@@ -146,6 +147,10 @@ def _no_backend_fallback(timeout_second=None):
 class _OldReplayBuffer:
     def __init__(self, trainer_mode, poll_interval: float = 2.0):
         self.poll_interval = poll_interval
+
+
+def register_hf_cpu_rollout():
+    cpu_patches.register_rollout(cpu_mode.SERVER_ADAPTER, cpu_mode.load_replica)
 
 
 class _OldEngineRegistry:
@@ -158,49 +163,49 @@ class _OldEngineRegistry:
     ("apply", "target", "attribute", "replacement", "verl_function"),
     [
         (
-            patches.use_gloo_backend,
+            cpu_patches.use_gloo_backend,
             distributed,
             "initialize_global_process_group_ray",
             _no_backend_fallback,
             "initialize_global_process_group_ray",
         ),
         (
-            patches.poll_replay_buffer_often,
+            cpu_patches.poll_replay_buffer_often,
             __import__("verl.trainer.ppo.v1.replay_buffer", fromlist=["x"]),
             "ReplayBuffer",
             _OldReplayBuffer,
             "ReplayBuffer.__init__",
         ),
         (
-            patches.select_fsdp_engines,
+            cpu_patches.select_fsdp_engines,
             __import__("verl.workers.engine.base", fromlist=["x"]),
             "EngineRegistry",
             _OldEngineRegistry,
             "EngineRegistry.get_engine_cls",
         ),
-        (patches.register_rollout, rollout_base, "_ROLLOUT_REGISTRY", None, "get_rollout_class"),
+        (register_hf_cpu_rollout, rollout_base, "_ROLLOUT_REGISTRY", None, "get_rollout_class"),
     ],
 )
 def test_each_workaround_fails_loudly_when_verl_changed(
     monkeypatch, apply, target, attribute, replacement, verl_function
 ):
     monkeypatch.setattr(target, attribute, replacement)
-    with pytest.raises(patches.VerlInternalsChanged, match=verl_function):
+    with pytest.raises(UnsupportedVerl, match=verl_function):
         apply()
 
 
 def test_the_offload_workaround_fails_loudly_when_verl_stops_pinning():
     changed = SimpleNamespace(CPUOffloadPolicy=object, FSDPEngine=SimpleNamespace(_build_fsdp_module=inspect.isclass))
-    with pytest.raises(patches.VerlInternalsChanged, match="FSDPEngine._build_fsdp_module"):
-        patches.unpin_fsdp2_offload(changed)
+    with pytest.raises(UnsupportedVerl, match="FSDPEngine._build_fsdp_module"):
+        cpu_patches.unpin_fsdp2_offload(changed)
 
 
 def test_the_platform_workaround_fails_loudly_when_verl_ignores_verl_platform(monkeypatch):
     import verl.plugin.platform.platform_manager as manager
 
     monkeypatch.setattr(manager, "_detect_platform_name", lambda: "nvidia")
-    with pytest.raises(patches.VerlInternalsChanged, match="_detect_platform_name"):
-        patches.use_cpu_platform()
+    with pytest.raises(UnsupportedVerl, match="_detect_platform_name"):
+        use_cpu_platform()
 
 
 def test_the_cpu_preset_composes_with_verls_ppo_trainer():
@@ -208,7 +213,7 @@ def test_the_cpu_preset_composes_with_verls_ppo_trainer():
         config = compose("ppo_trainer", overrides=["+preset=[bot_grpo,cpu]"])
     actor_rollout_ref = config.actor_rollout_ref
     assert config.algorithm.adv_estimator == "bot_grpo"
-    assert actor_rollout_ref.rollout.name == patches.ROLLOUT_NAME
+    assert actor_rollout_ref.rollout.name == cpu_patches.ROLLOUT_NAME
     assert (actor_rollout_ref.actor.strategy, actor_rollout_ref.ref.strategy) == ("fsdp2", "fsdp2")
     assert actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
     assert config.ray_kwargs.ray_init.num_gpus == config.trainer.n_gpus_per_node == 1

@@ -16,8 +16,8 @@ from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
-from bot_grpo_verl import verl_compat
 from bot_grpo_verl.estimator import compute_bot_grpo_advantage
+from bot_grpo_verl.verl_compat import UnsupportedVerl, check_verl_version, guard
 
 
 def verl_config(*overrides):
@@ -167,13 +167,24 @@ def test_check_command_shows_why_the_plugin_failed():
 
 @pytest.mark.parametrize("found", ["0.9.0", "0.10.0", None])
 def test_an_unsupported_verl_is_refused_with_the_supported_range(monkeypatch, found):
-    monkeypatch.setattr(verl_compat, "installed_verl_version", lambda: found)
-    with pytest.raises(verl_compat.VerlVersionError, match=r"verl>=0.9.1,<0.10|verl<0.10,>=0.9.1"):
-        verl_compat.check_verl_version()
+    monkeypatch.setattr(guard, "installed_verl_version", lambda: found)
+    with pytest.raises(
+        UnsupportedVerl, match=rf"supports verl(>=0.9.1,<0.10|<0.10,>=0.9.1), the installed verl is {found or 'none'}"
+    ):
+        check_verl_version()
 
 
 def test_the_installed_verl_is_supported():
-    assert verl_compat.check_verl_version() == "0.9.1"
+    assert check_verl_version() == "0.9.1"
+
+
+def test_a_changed_verl_internal_is_refused_naming_it_the_range_and_the_installed_verl():
+    with pytest.raises(UnsupportedVerl) as refused:
+        guard.require(False, "verl.some.function", "it takes x")
+    message = str(refused.value)
+    assert "verl.some.function changed (it takes x no longer holds)" in message
+    assert "verl>=0.9.1,<0.10" in message or "verl<0.10,>=0.9.1" in message
+    assert "the installed verl is 0.9.1" in message
 
 
 @pytest.mark.parametrize("first", ["bot_grpo_verl.reward_manager", "bot_grpo_verl.heatmap"])

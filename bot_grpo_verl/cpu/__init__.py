@@ -1,8 +1,9 @@
 """CPU mode: verl's real trainer (FSDP2 over gloo, a ``transformers`` rollout) on a host without accelerator.
 
 :func:`activate` runs from the ``verl.plugins`` entry point, i.e. in every process that imports verl
-(driver, Ray workers). It applies the workarounds of :mod:`bot_grpo_verl.cpu.patches` once per process,
-and only when
+(driver, Ray workers). It selects the CPU platform (:mod:`bot_grpo_verl.verl_compat.cpu_platform`),
+applies the workarounds of :mod:`bot_grpo_verl.verl_compat.cpu_patches` and registers the rollout of
+:mod:`bot_grpo_verl.cpu.rollout`, once per process, and only when
 
 - ``BOT_GRPO_CPU`` is ``1`` (forced on), or
 - ``BOT_GRPO_CPU`` is unset and the host has no accelerator by verl's own detection
@@ -22,6 +23,16 @@ ENV_VAR = "BOT_GRPO_CPU"
 _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 _active: bool | None = None
+
+SERVER_ADAPTER = "bot_grpo_verl.cpu.rollout.HFServerAdapter"
+"""Dotted path of the rollout's in-worker adapter, which verl imports when a worker builds its rollout."""
+
+
+def load_replica() -> type:
+    """The rollout's replica class, imported when verl first asks for it (not on every ``import verl``)."""
+    from bot_grpo_verl.cpu.rollout import HFRolloutReplica
+
+    return HFRolloutReplica
 
 
 def requested(environ: Mapping[str, str] | None = None) -> bool | None:
@@ -46,7 +57,7 @@ def should_activate() -> bool:
         return choice
     if os.environ.get("VERL_PLATFORM", "").strip().lower() not in ("", "cpu"):
         return False
-    from bot_grpo_verl.cpu.patches import accelerator_present
+    from bot_grpo_verl.verl_compat.cpu_platform import accelerator_present
 
     return not accelerator_present()
 
@@ -61,9 +72,9 @@ def activate() -> bool:
         decision = should_activate()
         os.environ[ENV_VAR] = "1" if decision else "0"
         if decision:
-            from bot_grpo_verl.cpu import patches
+            from bot_grpo_verl.verl_compat import cpu_patches
 
-            patches.apply_all()
+            cpu_patches.apply_all(SERVER_ADAPTER, load_replica)
         _active = decision
     return _active
 

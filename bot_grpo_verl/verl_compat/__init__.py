@@ -1,0 +1,43 @@
+"""Every coupling of the plugin to verl internals, one module per seam, behind one guard.
+
+The estimators and the reward manager use verl's public extension points (``register_adv_est``, the
+reward-manager registry, ``RewardManagerBase.assemble_rm_scores``). Where verl 0.9.1 has none, a seam
+here touches its internals, after checking with :func:`~.guard.require` that they still look as expected:
+
+- :mod:`.guard`: the supported verl versions, the one exception (:class:`UnsupportedVerl`), the checks;
+- :mod:`.agent_loop`: token rewards into ``rm_scores`` (``AgentLoopOutput.as_dict``);
+- :mod:`.metrics`: reward extra info in the training metrics (``PPOTrainer._compute_metrics``), for
+  the runs that select the plugin only;
+- :mod:`.cpu_platform` and :mod:`.cpu_patches`: the CPU mode (:mod:`bot_grpo_verl.cpu`) only.
+
+:func:`apply_adapters` applies the first two once per process (the plugin calls it on ``import verl``).
+Importing this package does not import verl.
+"""
+
+from __future__ import annotations
+
+from bot_grpo_verl.verl_compat.agent_loop import adapt_agent_loop_output
+from bot_grpo_verl.verl_compat.guard import SUPPORTED_VERL, UnsupportedVerl, check_verl_version, installed_verl_version
+from bot_grpo_verl.verl_compat.metrics import RunSelector, adapt_training_metrics, reward_extra_metrics
+
+__all__ = [
+    "SUPPORTED_VERL",
+    "RunSelector",
+    "UnsupportedVerl",
+    "apply_adapters",
+    "check_verl_version",
+    "installed_verl_version",
+    "reward_extra_metrics",
+]
+
+
+def apply_adapters(selects: RunSelector) -> None:
+    """Check verl's version and apply the adapters of the reward path (idempotent).
+
+    Args:
+        selects: whether a run uses the plugin, from its estimator name and reward manager class; the
+            training-metrics adapter acts on those runs only.
+    """
+    check_verl_version()
+    adapt_agent_loop_output()
+    adapt_training_metrics(selects)

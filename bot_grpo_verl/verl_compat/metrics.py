@@ -1,0 +1,88 @@
+"""Reward extra info in the training metrics of the runs that use the plugin.
+
+verl 0.9.1 logs a reward function's extra info (``reward_extra_info``) in validation only, and has no
+extension point for training metrics. The wrapper of ``PPOTrainer._compute_metrics``
+(``verl/trainer/ppo/v1/trainer_base.py``) adds the mean of each scalar key as
+``reward_extra/<key>/mean``, reading the samples' ``extra_fields`` from TransferQueue once per step.
+
+It does so only for a run that selects the plugin (one of its estimators, or its reward manager or a
+subclass), decided from the trainer's config at its first step; any other run keeps verl's metrics and
+TransferQueue reads exactly.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from collections.abc import Callable
+from weakref import WeakKeyDictionary
+
+from bot_grpo_verl.verl_compat.guard import require, source_of, wrap_once
+
+METRIC_PREFIX = "reward_extra/"
+
+RunSelector = Callable[[str, type], bool]
+"""``selects(adv_estimator, reward_manager_cls)``: whether a run with ``algorithm.adv_estimator`` and the
+reward manager class verl resolved from ``reward.reward_manager`` uses the plugin."""
+
+
+def reward_extra_metrics(extra_fields: list) -> dict[str, float]:
+    """``reward_extra/<key>/mean`` over the samples' scalar ``reward_extra_info`` values.
+
+    Args:
+        extra_fields: one agent-loop ``extra_fields`` dict (or None) per sample.
+    """
+    values: dict[str, list[float]] = {}
+    for extra in extra_fields:
+        info = extra.get("reward_extra_info", {}) if isinstance(extra, dict) else {}
+        for key, value in info.items():
+            if isinstance(value, numbers.Real):
+                values.setdefault(key, []).append(float(value))
+    return {f"{METRIC_PREFIX}{key}/mean": sum(found) / len(found) for key, found in values.items()}
+
+
+def sample_keys(batch) -> list[str]:
+    """The TransferQueue keys of a step's real samples: verl's synthetic padding rows (tag ``is_padding``)
+    copy the first sample's extra fields, so they are left out as verl leaves them out of its metrics."""
+    return [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+
+
+def adapt_training_metrics(selects: RunSelector) -> None:
+    """Make the V1 trainer log ``reward_extra/<key>/mean`` on the training steps of the runs ``selects`` picks."""
+    import transfer_queue as tq
+    from verl.experimental.reward_loop.reward_loop import RewardLoopManager
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    require(
+        list(inspect.signature(PPOTrainer._compute_metrics).parameters)[:3] == ["self", "batch", "metrics"]
+        and hasattr(tq, "kv_batch_get"),
+        "verl.trainer.ppo.v1.trainer_base.PPOTrainer._compute_metrics",
+        "it takes (self, batch, metrics, ...) of a TransferQueue batch read with transfer_queue.kv_batch_get",
+    )
+    require(
+        "self.reward_loop_manager = RewardLoopManager(" in source_of(PPOTrainer)
+        and "self.reward_manager_cls = resolve_reward_manager_cls(config)" in source_of(RewardLoopManager.__init__),
+        "verl.experimental.reward_loop.reward_loop.RewardLoopManager",
+        "the trainer's reward_loop_manager holds the run's reward manager class as reward_manager_cls",
+    )
+    decisions: WeakKeyDictionary[PPOTrainer, bool] = WeakKeyDictionary()
+
+    def selected(trainer: PPOTrainer) -> bool:
+        if trainer not in decisions:
+            reward_manager_cls = trainer.reward_loop_manager.reward_manager_cls
+            decisions[trainer] = selects(trainer.config.algorithm.adv_estimator, reward_manager_cls)
+        return decisions[trainer]
+
+    def make_wrapper(compute_metrics):
+        def compute_metrics_with_reward_extra(self, batch, metrics, *args, **kwargs):
+            result = compute_metrics(self, batch, metrics, *args, **kwargs)
+            if selected(self):
+                data = tq.kv_batch_get(
+                    keys=sample_keys(batch), partition_id=batch.partition_id, select_fields=["extra_fields"]
+                )
+                metrics.update(reward_extra_metrics(list(data["extra_fields"])))
+            return result
+
+        return compute_metrics_with_reward_extra
+
+    wrap_once(PPOTrainer, "_compute_metrics", make_wrapper)
