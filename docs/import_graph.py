@@ -1,0 +1,209 @@
+"""The import graph of the ``bot_grpo_verl`` package, drawn as layers; exit 1 when the layers are broken.
+
+An edge ``A -> B`` means that module A imports module B anywhere in its source (at module level or
+inside a function: a lazy import is a dependency too). The package is cut into layers, bottom to top::
+
+    contract & alignment           the token-reward contract, the alignment of spans to tokens
+    estimators & reward manager    the algorithm, its baselines, the reward manager and reward functions
+    verl coupling & CPU mode       beside the estimators: neither side imports the other
+    entry points                   the verl plugin and the command line, which import everything
+
+A module may import modules of its own layer and of the layers its layer lists in :data:`LAYERS`. The
+script fails on an import cycle, on an edge its layers do not allow, on a module in no layer, and on an
+import of the demo, the benchmarks or the recipes (they sit on top of the package, outside it).
+
+Usage (stdlib only)::
+
+    python docs/import_graph.py [REPOSITORY]    # default: this repository
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from pathlib import Path
+
+PACKAGE = "bot_grpo_verl"
+
+LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # layer: (its modules: a name, or "name.*" for a subpackage and all its modules), (layers it may import)
+    "contract & alignment": (
+        ("bot_grpo_verl", "bot_grpo_verl.token_rewards", "bot_grpo_verl.alignment"),
+        (),
+    ),
+    "estimators & reward manager": (
+        (
+            "bot_grpo_verl.options",
+            "bot_grpo_verl.groups",
+            "bot_grpo_verl.estimator",
+            "bot_grpo_verl.pure",
+            "bot_grpo_verl.baselines",
+            "bot_grpo_verl.reward_manager",
+            "bot_grpo_verl.heatmap",
+            "bot_grpo_verl.rewards.*",
+        ),
+        ("contract & alignment",),
+    ),
+    "verl coupling & CPU mode": (
+        ("bot_grpo_verl.verl_compat.*", "bot_grpo_verl.cpu.*"),
+        ("contract & alignment",),
+    ),
+    "entry points": (
+        ("bot_grpo_verl.plugin", "bot_grpo_verl.__main__", "bot_grpo_verl.config.*"),
+        ("contract & alignment", "estimators & reward manager", "verl coupling & CPU mode"),
+    ),
+}
+
+ABOVE_THE_PACKAGE = ("demo", "benchmarks", "recipes", "examples")
+"""Top-level packages of the repository that use the plugin: nothing in the package may import them."""
+
+
+def module_files(repository: Path) -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its ``__init__.py``), symlinks followed."""
+    found = {}
+    for folder, folders, files in os.walk(repository / PACKAGE, followlinks=True):
+        folders[:] = [name for name in folders if (Path(folder) / name / "__init__.py").exists()]
+        parts = Path(folder).relative_to(repository).parts
+        for file in files:
+            if file.endswith(".py"):
+                name = parts if file == "__init__.py" else (*parts, file[: -len(".py")])
+                found[".".join(name)] = Path(folder) / file
+    return found
+
+
+def imported_names(module: str, path: Path) -> set[str]:
+    """The absolute dotted names that ``module`` imports, with ``from X import y`` giving ``X.y``."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            source = ".".join(part for part in (base, node.module or "") if part)
+            names.update(f"{source}.{alias.name}" for alias in node.names)
+    return names
+
+
+def resolve(name: str, modules: set[str]) -> str | None:
+    """The package module that importing ``name`` loads: ``name`` itself or its nearest enclosing module."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(repository: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(edges inside the package, imports of :data:`ABOVE_THE_PACKAGE`), both by importing module."""
+    files = module_files(repository)
+    modules = set(files)
+    edges, above = {}, {}
+    for module, path in files.items():
+        names = imported_names(module, path)
+        edges[module] = {resolve(name, modules) for name in names if name.split(".")[0] == PACKAGE} - {module}
+        above[module] = {name for name in names if name.split(".")[0] in ABOVE_THE_PACKAGE}
+    return edges, above
+
+
+def layer_of(module: str) -> str | None:
+    """The layer whose patterns name ``module``, None when none does."""
+    for layer, (patterns, _) in LAYERS.items():
+        for pattern in patterns:
+            stem = pattern.removesuffix(".*")
+            if module == stem or (pattern.endswith(".*") and module.startswith(stem + ".")):
+                return layer
+    return None
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle ``[a, b, ..., a]`` through each strongly connected component of two or more modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components = []
+
+    def visit(module: str) -> None:  # Tarjan's algorithm
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(edges[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = {stack.pop()}
+            while module not in component:
+                component.add(stack.pop())
+            if len(component) > 1:
+                components.append(component)
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return [cycle_through(min(component), edges, component) for component in components]
+
+
+def cycle_through(start: str, edges: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest path ``start -> ... -> start`` inside ``component`` (breadth first)."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for module in frontier:
+            for target in sorted(edges[module] & component):
+                if target == start:
+                    return [*paths[module], start]
+                if target not in paths:
+                    paths[target] = [*paths[module], target]
+                    following.append(target)
+        frontier = following
+    raise ValueError(f"{start} is on no cycle of {sorted(component)}")
+
+
+def problems(edges: dict[str, set[str]], above: dict[str, set[str]]) -> list[str]:
+    """Every broken rule, one line each."""
+    found = [f"CYCLE: {' -> '.join(cycle)}" for cycle in cycles(edges)]
+    for module in sorted(edges):
+        layer = layer_of(module)
+        if layer is None:
+            found.append(f"NO LAYER: {module} (add it to LAYERS in docs/import_graph.py)")
+            continue
+        allowed = {layer, *LAYERS[layer][1]}
+        for target in sorted(edges[module]):
+            if layer_of(target) is not None and layer_of(target) not in allowed:
+                found.append(f"NOT ALLOWED: {module} ({layer}) -> {target} ({layer_of(target)})")
+        found.extend(f"ABOVE THE PACKAGE: {module} -> {name}" for name in sorted(above[module]))
+    return found
+
+
+def short(module: str) -> str:
+    return module.removeprefix(PACKAGE + ".") if module != PACKAGE else PACKAGE
+
+
+def render(edges: dict[str, set[str]]) -> str:
+    """The graph as text: each layer, bottom first, with its modules and what each imports."""
+    lines = [f"{PACKAGE}: {len(edges)} modules, {sum(map(len, edges.values()))} imports inside the package"]
+    for layer in [*LAYERS, None]:
+        members = sorted(module for module in edges if layer_of(module) == layer)
+        if layer is None and not members:
+            continue
+        may_import = ", ".join(LAYERS[layer][1]) if layer else "-"
+        lines.append(f"\n[{layer or 'in no layer'}]  may import: {may_import or 'nothing below'}")
+        for module in members:
+            targets = ", ".join(short(target) for target in sorted(edges[module]))
+            lines.append(f"  {short(module)}" + (f" -> {targets}" if targets else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    repository = Path(argv[0]) if argv else Path(__file__).resolve().parent.parent
+    edges, above = import_graph(repository)
+    print(render(edges))
+    found = problems(edges, above)
+    print("\n" + ("\n".join(found) if found else "OK: no cycle, every import allowed by the layers"))
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

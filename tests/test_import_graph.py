@@ -1,0 +1,58 @@
+"""The package's import graph keeps its layers (``docs/import_graph.py``), and the script finds what breaks them."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from docs import import_graph
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_package_has_no_cycle_and_keeps_its_layers():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "import_graph.py")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.rstrip().endswith("OK: no cycle, every import allowed by the layers")
+    edges, _ = import_graph.import_graph(ROOT)
+    assert {"bot_grpo_verl.cpu", "bot_grpo_verl.verl_compat", "bot_grpo_verl.estimator"} <= edges[
+        "bot_grpo_verl.plugin"
+    ]
+    assert "bot_grpo_verl.verl_compat.cpu_patches" in edges["bot_grpo_verl.cpu"]
+
+
+def write_package(root: Path, sources: dict[str, str]) -> None:
+    for name, source in sources.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+
+
+def test_a_cycle_a_forbidden_edge_a_module_in_no_layer_and_an_import_of_the_demo_are_found(tmp_path):
+    write_package(
+        tmp_path,
+        {
+            "bot_grpo_verl/__init__.py": "",
+            "bot_grpo_verl/token_rewards.py": "from bot_grpo_verl import plugin\n",
+            "bot_grpo_verl/plugin.py": "import bot_grpo_verl.cpu\n",
+            "bot_grpo_verl/estimator.py": "from .cpu import activate\n",
+            "bot_grpo_verl/reward_manager.py": "def run():\n    import demo.run\n",
+            "bot_grpo_verl/mystery.py": "",
+            "bot_grpo_verl/cpu/__init__.py": "def activate():\n    pass\n",
+            "bot_grpo_verl/cpu/rollout.py": "from ..verl_compat.cpu_patches import ROLLOUT_NAME\n",
+            "bot_grpo_verl/verl_compat/__init__.py": "",
+            "bot_grpo_verl/verl_compat/cpu_patches.py": "def load():\n    from bot_grpo_verl.cpu.rollout import X\n",
+            "bot_grpo_verl/not_a_package/helper.py": "import bot_grpo_verl.plugin\n",
+        },
+    )
+    edges, above = import_graph.import_graph(tmp_path)
+    assert import_graph.problems(edges, above) == [
+        "CYCLE: bot_grpo_verl.cpu.rollout -> bot_grpo_verl.verl_compat.cpu_patches -> bot_grpo_verl.cpu.rollout",
+        "NOT ALLOWED: bot_grpo_verl.estimator (estimators & reward manager) -> bot_grpo_verl.cpu "
+        "(verl coupling & CPU mode)",
+        "NO LAYER: bot_grpo_verl.mystery (add it to LAYERS in docs/import_graph.py)",
+        "ABOVE THE PACKAGE: bot_grpo_verl.reward_manager -> demo.run",
+        "NOT ALLOWED: bot_grpo_verl.token_rewards (contract & alignment) -> bot_grpo_verl.plugin (entry points)",
+    ]
+    assert import_graph.main([str(tmp_path)]) == 1
