@@ -3,7 +3,8 @@
 verl loads them by file path: ``reward.custom_reward_function.path=$(bot-grpo-verl reward-path react_tsx)``
 (from a clone, ``reward_models/<file>.py`` is the same file).
 
-- :mod:`bot_grpo_verl.rewards.prm`: process reward models (step scorers, local and served backends, value shaping).
+- :mod:`bot_grpo_verl.rewards.prm`: process reward models: the step scorer, over ``prm_formats``, ``prm_local``,
+  ``prm_endpoint`` (``prm_http``) and ``micro_batcher``; ``prm_values`` shapes its probabilities into step values.
 - :mod:`bot_grpo_verl.rewards.react_tsx`: the React/TSX compile reward, diagnostics as spans (``compute_score``).
 - :mod:`bot_grpo_verl.rewards.math_prm`: the math reward, PRM steps plus a math-verify outcome (``compute_score``).
 - :mod:`bot_grpo_verl.rewards.arithmetic_steps`: the demo's exact arithmetic verifier (``compute_score``).

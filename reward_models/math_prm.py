@@ -22,17 +22,11 @@ from dataclasses import dataclass, fields
 from urllib.parse import urlsplit
 
 from bot_grpo_verl.options import check_options, options_from_kwargs
-from bot_grpo_verl.rewards.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, check_answer, ground_truth_text
-from bot_grpo_verl.rewards.prm import (
-    AGGREGATIONS,
-    BACKENDS,
-    ENDPOINT_APIS,
-    FORMAT_NAMES,
-    ScorerSettings,
-    aggregate,
-    get_scorer,
-    to_values,
-)
+from bot_grpo_verl.rewards.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, Verdict, check_answer, ground_truth_text
+from bot_grpo_verl.rewards.prm import BACKENDS, ScorerSettings, get_scorer
+from bot_grpo_verl.rewards.prm_endpoint import ENDPOINT_APIS
+from bot_grpo_verl.rewards.prm_formats import FORMAT_NAMES
+from bot_grpo_verl.rewards.prm_values import AGGREGATIONS, aggregate, clip_value, mix_outcome, to_values
 from bot_grpo_verl.token_rewards import Span, split_steps
 
 MISSING_GROUND_TRUTH = ("error", "process_only")
@@ -41,7 +35,6 @@ MAX_PRM_TIMEOUT_S = 3600.0
 MAX_PRM_RETRIES = 10
 MAX_PRM_BACKOFF_S = 60.0
 
-BOXED = "\\boxed{"
 BRACES = re.compile(r"\\boxed\{|[{}]")
 NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
 
@@ -52,7 +45,7 @@ class MathPRMConfig:
     ``+reward.custom_reward_function.reward_kwargs.<name>=<value>``.
 
     Token values (``g`` = the probability map, ``o`` = the outcome value, ``lambda`` = ``outcome_weight``):
-    step k's P(correct) ``p_k`` becomes ``v_k = g(p_k)``, then :func:`reward_models.prm.aggregate`
+    step k's P(correct) ``p_k`` becomes ``v_k = g(p_k)``, then :func:`reward_models.prm_values.aggregate`
     (``aggregation``) turns ``v`` into ``a``; step k's characters carry ``(1 - lambda) a_k + lambda o``, the
     final answer's characters carry ``o = g(1)`` if math-verify accepts it and ``g(0)`` otherwise, and
     ``score = o``. Every value is then clipped to ``[-clip, clip]`` when ``clip`` is set.
@@ -62,7 +55,7 @@ class MathPRMConfig:
             The PRM's input format and head: `"qwen"` (Qwen2.5-Math-PRM, arXiv:2501.07301: `<extra_0>`
             after each step, 2-label head), `"math_shepherd"` (Math-Shepherd, arXiv:2312.08935: ` ки` after
             each step, causal LM logits over `+`/`-`), `"pure"` (PURE, arXiv:2504.15275: `\n` after each
-            step, 2-label token classification). See :mod:`reward_models.prm`.
+            step, 2-label token classification). See :mod:`reward_models.prm_formats`.
         prm_backend (`str`, *optional*, defaults to `"local"`):
             `"local"`: a `transformers` model in each reward worker process; `"endpoint"`: a vLLM server.
         prm_model (`str`, *optional*):
@@ -92,7 +85,7 @@ class MathPRMConfig:
             off at it. A request takes at most `(prm_retries + 1) * prm_timeout_s` plus the backoff waits.
         prm_retries (`int`, *optional*, defaults to `2`): retries after a failed attempt, in [0, 10]. Retried:
             connection errors, timeouts, dropped or garbled answers, HTTP 5xx, 408 and 429; not retried:
-            other 4xx and redirects. Every failure raises `reward_models.prm.PRMEndpointError` naming the URL.
+            other 4xx and redirects. Every failure raises `reward_models.prm_http.PRMEndpointError` naming the URL.
         prm_backoff_s (`float`, *optional*, defaults to `0.5`): wait before retry k is `prm_backoff_s * 2**k`;
             in [0, 60].
         step_separator (`str`, *optional*, defaults to `"\n\n"`):
@@ -274,6 +267,24 @@ def with_span(spans: list[Span], start: int, end: int, value: float) -> list[Spa
     return sorted(result)
 
 
+@dataclass(frozen=True)
+class ScoredSteps:
+    """The steps of a response and what the PRM made of them.
+
+    Attributes:
+        ranges: the ``[start, end)`` character range of every step (:func:`bot_grpo_verl.token_rewards.split_steps`).
+        probabilities: ``p_k``, P(correct) of the leading steps that fit the PRM's input (``prm_max_tokens``).
+        values: ``a_k``, their values after :func:`reward_models.prm_values.aggregate`, one per probability.
+    """
+
+    ranges: list[tuple[int, int]]
+    probabilities: list[float]
+    values: list[float]
+
+
+NO_STEPS = ScoredSteps([], [], [])
+
+
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
     """verl reward function: PRM step values and the math-verify outcome as token-level spans.
 
@@ -298,65 +309,114 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     config = MathPRMConfig.from_kwargs(kwargs)
     if not isinstance(solution_str, str):
         raise ValueError(f"solution_str must be a string, got {type(solution_str).__name__}")
+    truth = reference_answer(ground_truth, data_source, config.missing_ground_truth)
+    text = solution_str[: config.max_response_chars]
+    answer = find_final_answer(text)
+    verdict = answer_verdict(truth, text, answer, config.answer_timeout_s)
+    if not solution_str.strip():
+        return empty_response_result(solution_str, answer, verdict, config)
+    steps = score_steps(text, question_text(extra_info, config.question_key), config)
+    if verdict is None:
+        rewards = process_only_rewards(steps, config)
+    else:
+        rewards = outcome_rewards(steps, answer, verdict.correct, config)
+    truncated = len(text) < len(solution_str) or len(steps.values) < len(steps.ranges)
+    return {**rewards, **metrics(answer, verdict, steps, truncated=truncated, empty=False)}
+
+
+def reference_answer(ground_truth, data_source, missing_ground_truth: str) -> str | None:
+    """The ground truth as text (:func:`reward_models.answer_check.ground_truth_text`), None when it is missing.
+
+    Raises:
+        ValueError: it is missing and ``missing_ground_truth`` is ``"error"``.
+    """
     truth = ground_truth_text(ground_truth)
-    if truth is None and config.missing_ground_truth == "error":
+    if truth is None and missing_ground_truth == "error":
         raise ValueError(
             f"ground_truth is missing ({ground_truth!r}, data_source {data_source!r}); "
             "set reward_kwargs.missing_ground_truth=process_only to score such samples by the PRM alone"
         )
-    scored_text = solution_str[: config.max_response_chars]
-    answer = find_final_answer(scored_text)
-    # Checked before anything else (also without an answer), so a bad ground truth always raises.
-    verdict = (
-        check_answer(truth, scored_text[answer[0] : answer[1]] if answer else None, config.answer_timeout_s)
-        if truth is not None
-        else None
-    )
-    low, high = to_values([0.0, 1.0], config.symmetric)
-    bound = _bound(config.clip)
-    extra = dict(acc=0.0, answer_found=float(answer is not None), answer_parsed=0.0, answer_refused=0.0, steps=0.0,
-                 steps_scored=0.0, truncated=0.0, empty_response=0.0, prm_mean=0.0, prm_min=0.0)  # fmt: skip
-    if verdict is not None:
-        extra.update(
-            acc=float(verdict.correct), answer_parsed=float(verdict.parsed), answer_refused=float(verdict.refused)
-        )
+    return truth
 
-    if not solution_str.strip():
-        spans = [(0, len(solution_str), bound(low))] if solution_str else []
-        return {"score": bound(low), "spans": spans, **extra, "empty_response": 1.0}
 
-    ranges = split_steps(scored_text, config.step_separator)
-    question = extra_info.get(config.question_key) if isinstance(extra_info, Mapping) else None
-    probabilities = config.scorer().probabilities(
-        question if isinstance(question, str) else "", step_texts(scored_text, ranges, config.step_separator)
-    )
-    process = aggregate(to_values(probabilities, config.symmetric), config.aggregation, config.softmin_temperature)
-    extra.update(
-        steps=float(len(ranges)),
-        steps_scored=float(len(process)),
-        truncated=float(len(scored_text) < len(solution_str) or len(process) < len(ranges)),
-        prm_mean=sum(probabilities) / len(probabilities) if probabilities else 0.0,
-        prm_min=min(probabilities, default=0.0),
-    )
-    if verdict is None:
-        score = bound(min(process, default=low))
-        spans = [
-            (start, end, bound(value)) for (start, end), value in zip(ranges[: len(process)], process, strict=True)
-        ]
-        return {"score": score, "spans": spans, **extra}
+def answer_verdict(truth: str | None, text: str, answer: tuple[int, int] | None, timeout_s: float) -> Verdict | None:
+    """math-verify's verdict on ``text[answer[0]:answer[1]]`` (no answer when ``answer`` is None) against
+    ``truth``; None without a ground truth. The ground truth is checked also without an answer, and before
+    the PRM runs, so a bad one always raises."""
+    if truth is None:
+        return None
+    return check_answer(truth, text[answer[0] : answer[1]] if answer else None, timeout_s)
 
-    outcome = high if verdict.correct else low
-    weight = config.outcome_weight
-    spans = [
-        (start, end, bound((1.0 - weight) * value + weight * outcome))
-        for (start, end), value in zip(ranges[: len(process)], process, strict=True)
-    ]
+
+def question_text(extra_info, question_key: str) -> str:
+    """The problem text shown to the PRM: ``extra_info[question_key]`` when it is a string, else ``""``."""
+    question = extra_info.get(question_key) if isinstance(extra_info, Mapping) else None
+    return question if isinstance(question, str) else ""
+
+
+def score_steps(text: str, question: str, config: MathPRMConfig) -> ScoredSteps:
+    """The steps of ``text`` (split at ``step_separator``) scored by the PRM of ``config`` and aggregated."""
+    ranges = split_steps(text, config.step_separator)
+    probabilities = config.scorer().probabilities(question, step_texts(text, ranges, config.step_separator))
+    values = aggregate(to_values(probabilities, config.symmetric), config.aggregation, config.softmin_temperature)
+    return ScoredSteps(ranges, probabilities, values)
+
+
+def outcome_value(correct: bool, symmetric: bool) -> float:
+    """``o``: ``g(1)`` for a correct answer, ``g(0)`` otherwise."""
+    return to_values([1.0 if correct else 0.0], symmetric)[0]
+
+
+def outcome_rewards(steps: ScoredSteps, answer: tuple[int, int] | None, correct: bool, config: MathPRMConfig) -> dict:
+    """``score`` and ``spans`` with a ground truth: step k's characters carry ``(1 - lambda) a_k + lambda o``,
+    the final answer's characters ``o``, and ``score = o`` (clipped)."""
+    outcome = outcome_value(correct, config.symmetric)
+    spans = step_spans(steps.ranges, mix_outcome(steps.values, outcome, config.outcome_weight), config.clip)
     if answer and answer[1] > answer[0]:
-        spans = with_span(spans, answer[0], answer[1], bound(outcome))
-    return {"score": bound(outcome), "spans": spans, **extra}
+        spans = with_span(spans, answer[0], answer[1], clip_value(outcome, config.clip))
+    return {"score": clip_value(outcome, config.clip), "spans": spans}
 
 
-def _bound(clip: float | None):
-    if clip is None:
-        return float
-    return lambda value: float(min(clip, max(-clip, value)))
+def process_only_rewards(steps: ScoredSteps, config: MathPRMConfig) -> dict:
+    """``score`` and ``spans`` without a ground truth: step k's characters carry ``a_k`` and ``score = min(a)``
+    (PURE's min-form return; ``g(0)`` when no step is scored), clipped."""
+    score = min(steps.values, default=outcome_value(False, config.symmetric))
+    return {"score": clip_value(score, config.clip), "spans": step_spans(steps.ranges, steps.values, config.clip)}
+
+
+def empty_response_result(
+    response: str, answer: tuple[int, int] | None, verdict: Verdict | None, config: MathPRMConfig
+) -> dict:
+    """The result of an empty or whitespace-only response: no PRM call, ``score = g(0)`` and one span of
+    ``g(0)`` over the whitespace."""
+    low = clip_value(outcome_value(False, config.symmetric), config.clip)
+    spans = [(0, len(response), low)] if response else []
+    return {"score": low, "spans": spans, **metrics(answer, verdict, NO_STEPS, truncated=False, empty=True)}
+
+
+def step_spans(ranges: list[tuple[int, int]], values: list[float], clip: float | None) -> list[Span]:
+    """The leading ``len(values)`` steps' ranges, each with its value clipped to ``[-clip, clip]``."""
+    return [
+        (start, end, clip_value(value, clip)) for (start, end), value in zip(ranges[: len(values)], values, strict=True)
+    ]
+
+
+def metrics(
+    answer: tuple[int, int] | None, verdict: Verdict | None, steps: ScoredSteps, truncated: bool, empty: bool
+) -> dict[str, float]:
+    """The extra keys of the result (see :func:`compute_score`), the same set for every response."""
+    judged = (verdict.correct, verdict.parsed, verdict.refused) if verdict is not None else (False, False, False)
+    correct, parsed, refused = judged
+    probabilities = steps.probabilities
+    return {
+        "acc": float(correct),
+        "answer_found": float(answer is not None),
+        "answer_parsed": float(parsed),
+        "answer_refused": float(refused),
+        "steps": float(len(steps.ranges)),
+        "steps_scored": float(len(steps.values)),
+        "truncated": float(truncated),
+        "empty_response": float(empty),
+        "prm_mean": sum(probabilities) / len(probabilities) if probabilities else 0.0,
+        "prm_min": min(probabilities, default=0.0),
+    }

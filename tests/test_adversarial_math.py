@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bot_grpo_verl.rewards import answer_check, arithmetic_steps, math_prm, prm
+from bot_grpo_verl.rewards import answer_check, arithmetic_steps, math_prm, prm_endpoint, prm_formats, prm_http
 from bot_grpo_verl.token_rewards import parse_reward_result, split_steps
 
 TOWER = "9^{9^{9}}"
@@ -485,8 +485,8 @@ ENDPOINT_FAILURES = [
 ]  # fmt: skip
 
 
-def endpoint(url: str, retries: int = 1) -> prm.EndpointPRM:
-    return prm.EndpointPRM(prm.FORMATS["qwen"], url, "pooling", None, 0.5, retries, 0.0)
+def endpoint(url: str, retries: int = 1) -> prm_endpoint.EndpointPRM:
+    return prm_endpoint.EndpointPRM(prm_formats.FORMATS["qwen"], url, "pooling", None, 0.5, retries, 0.0)
 
 
 @pytest.mark.parametrize(("respond", "attempts", "message"), ENDPOINT_FAILURES)
@@ -494,7 +494,9 @@ def test_endpoint_failures_are_named_prm_endpoint_errors(respond, attempts, mess
     server = RawServer(respond)
     try:
         started = time.monotonic()
-        with pytest.raises(prm.PRMEndpointError, match=rf"PRM endpoint {server.url}/pooling .*{re.escape(message)}"):
+        with pytest.raises(
+            prm_http.PRMEndpointError, match=rf"PRM endpoint {server.url}/pooling .*{re.escape(message)}"
+        ):
             in_thread(endpoint(server.url).probabilities, [[1, 2, 3]], [[2]])
         elapsed = time.monotonic() - started
     finally:
@@ -512,10 +514,10 @@ def test_a_good_answer_passes_the_transport():
 
 
 def test_an_endless_answer_is_refused_at_the_size_cap(monkeypatch):
-    monkeypatch.setattr(prm, "MAX_ANSWER_BYTES", 1000)
+    monkeypatch.setattr(prm_http, "MAX_ANSWER_BYTES", 1000)
     server = RawServer(sends(http_answer(200, b" " * 5000)))
     try:
-        with pytest.raises(prm.PRMEndpointError, match="answered more than 1000 bytes"):
+        with pytest.raises(prm_http.PRMEndpointError, match="answered more than 1000 bytes"):
             endpoint(server.url).probabilities([[1, 2, 3]], [[2]])
     finally:
         server.close()

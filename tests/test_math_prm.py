@@ -1,4 +1,5 @@
-"""Tests of reward_models/math_prm.py and reward_models/prm.py on tiny PRMs built here (no downloads).
+"""Tests of reward_models/math_prm.py and the PRM modules (prm*.py, micro_batcher.py) on tiny PRMs built
+here (no downloads).
 
 The PRMs are random-weight ``Qwen2ForTokenClassification`` (2 labels; Qwen2.5-Math-PRM and PURE-PRM are
 Qwen2 token classifiers) and ``LlamaForCausalLM`` (Math-Shepherd is a Mistral/Llama causal LM), with a
@@ -22,7 +23,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from bot_grpo_verl.rewards import answer_check, math_prm, prm
+from bot_grpo_verl.rewards import (
+    answer_check,
+    math_prm,
+    micro_batcher,
+    prm_endpoint,
+    prm_formats,
+    prm_http,
+    prm_values,
+)
 from bot_grpo_verl.token_rewards import parse_reward_result, split_steps
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +79,7 @@ def prm_dirs(tmp_path_factory):
 
 
 def model_dir(prm_dirs, prm_format):
-    return prm_dirs["lm" if prm.FORMATS[prm_format].head == "lm_pair" else "classifier"]
+    return prm_dirs["lm" if prm_formats.FORMATS[prm_format].head == "lm_pair" else "classifier"]
 
 
 def config(prm_dirs, prm_format="qwen", **options):
@@ -146,41 +155,45 @@ def test_check_answer_correct_incorrect_unparseable():
 
 
 def test_value_maps_and_aggregations():
-    assert prm.to_values([0.0, 0.25, 1.0], symmetric=True) == [-1.0, -0.5, 1.0]
-    assert prm.to_values([0.0, 0.25, 1.0], symmetric=False) == [0.0, 0.25, 1.0]
+    assert prm_values.to_values([0.0, 0.25, 1.0], symmetric=True) == [-1.0, -0.5, 1.0]
+    assert prm_values.to_values([0.0, 0.25, 1.0], symmetric=False) == [0.0, 0.25, 1.0]
     values = [0.5, -0.2, 0.8, 0.1]
-    assert prm.aggregate(values, "step", 0.1) == values
-    assert prm.aggregate(values, "min", 0.1) == [-0.2, -0.2, 0.1, 0.1]
+    assert prm_values.aggregate(values, "step", 0.1) == values
+    assert prm_values.aggregate(values, "min", 0.1) == [-0.2, -0.2, 0.1, 0.1]
     weights = [math.exp(-v / 0.3) for v in values]
     suffix = [sum(w * v for w, v in zip(weights[k:], values[k:], strict=True)) / sum(weights) for k in range(4)]
-    assert prm.aggregate(values, "softmin", 0.3) == pytest.approx(suffix)
-    assert prm.aggregate(values, "softmin", 1e-3)[0] == pytest.approx(min(values), abs=1e-6)
-    assert prm.aggregate(values, "softmin", 1e6)[0] == pytest.approx(sum(values) / 4, abs=1e-5)
-    assert prm.aggregate([], "softmin", 0.1) == []
+    assert prm_values.aggregate(values, "softmin", 0.3) == pytest.approx(suffix)
+    assert prm_values.aggregate(values, "softmin", 1e-3)[0] == pytest.approx(min(values), abs=1e-6)
+    assert prm_values.aggregate(values, "softmin", 1e6)[0] == pytest.approx(sum(values) / 4, abs=1e-5)
+    assert prm_values.aggregate([], "softmin", 0.1) == []
+    assert prm_values.mix_outcome([0.5, -0.25], outcome=1.0, weight=0.25) == [0.625, 0.0625]
+    assert prm_values.mix_outcome([0.5, -0.2], outcome=-1.0, weight=1.0) == [-1.0, -1.0]
+    assert [prm_values.clip_value(v, 0.3) for v in (-2, -0.1, 0.3, 5.0)] == [-0.3, -0.1, 0.3, 0.3]
+    assert prm_values.clip_value(7, None) == 7.0 and isinstance(prm_values.clip_value(7, None), float)
 
 
 # ---------------------------------------------------------------- the three formats, local backend
 
 
-@pytest.mark.parametrize("prm_format", prm.FORMAT_NAMES)
+@pytest.mark.parametrize("prm_format", prm_formats.FORMAT_NAMES)
 def test_encode_steps_layout(prm_dirs, prm_format):
     scorer = config(prm_dirs, prm_format).scorer()
     fmt, tokenizer = scorer.fmt, scorer.tokenizer
-    ids, positions = prm.encode_steps(tokenizer, fmt, QUESTION, STEPS)
+    ids, positions = prm_formats.encode_steps(tokenizer, fmt, QUESTION, STEPS)
     prompt = fmt.prompt_template.replace("{question}", QUESTION)
     body = fmt.joiner.join(step + fmt.step_tag for step in STEPS)
     assert tokenizer.decode(ids) == prompt + body
     tag_last = tokenizer.encode(fmt.step_tag, add_special_tokens=False)[-1]
     assert len(positions) == len(STEPS) and all(ids[position] == tag_last for position in positions)
     assert positions[-1] == len(ids) - 1
-    short_ids, short_positions = prm.encode_steps(tokenizer, fmt, QUESTION, STEPS, max_tokens=positions[1] + 1)
+    short_ids, short_positions = prm_formats.encode_steps(tokenizer, fmt, QUESTION, STEPS, max_tokens=positions[1] + 1)
     assert short_positions == positions[:2] and short_ids == ids[: positions[1] + 1]
 
 
-@pytest.mark.parametrize("prm_format", prm.FORMAT_NAMES)
+@pytest.mark.parametrize("prm_format", prm_formats.FORMAT_NAMES)
 def test_local_probabilities_match_the_models_logits(prm_dirs, prm_format):
     scorer = config(prm_dirs, prm_format).scorer()
-    ids, _ = prm.encode_steps(scorer.tokenizer, scorer.fmt, QUESTION, STEPS)
+    ids, _ = prm_formats.encode_steps(scorer.tokenizer, scorer.fmt, QUESTION, STEPS)
     prompt_length = len(scorer.tokenizer.encode(scorer.fmt.prompt_template.replace("{question}", QUESTION)))
     expected = reference_probabilities(model_dir(prm_dirs, prm_format), scorer.fmt, ids, prompt_length)
     got = scorer.probabilities(QUESTION, STEPS)
@@ -191,7 +204,7 @@ def test_local_probabilities_match_the_models_logits(prm_dirs, prm_format):
 
 def test_local_batch_with_padding_equals_single_scoring(prm_dirs):
     scorer = config(prm_dirs, "math_shepherd").scorer()
-    items = [prm.encode_steps(scorer.tokenizer, scorer.fmt, QUESTION, STEPS[:count]) for count in (3, 1, 2)]
+    items = [prm_formats.encode_steps(scorer.tokenizer, scorer.fmt, QUESTION, STEPS[:count]) for count in (3, 1, 2)]
     batched = scorer.backend.probabilities([ids for ids, _ in items], [positions for _, positions in items])
     for (ids, positions), row in zip(items, batched, strict=True):
         assert row == pytest.approx(scorer.backend.probabilities([ids], [positions])[0], abs=1e-5)
@@ -210,7 +223,7 @@ def test_micro_batcher_gathers_concurrent_calls_and_spreads_errors():
         time.sleep(0.05)
         return [2 * item for item in items]
 
-    batcher = prm.MicroBatcher(double, max_batch=4)
+    batcher = micro_batcher.MicroBatcher(double, max_batch=4)
     with ThreadPoolExecutor(8) as pool:
         assert list(pool.map(batcher, range(16))) == [2 * item for item in range(16)]
     assert max(sizes) > 1 and all(size <= 4 for size in sizes) and sum(sizes) == 16
@@ -218,7 +231,7 @@ def test_micro_batcher_gathers_concurrent_calls_and_spreads_errors():
     def broken(items):
         raise RuntimeError("model crashed")
 
-    failing = prm.MicroBatcher(broken, max_batch=4)
+    failing = micro_batcher.MicroBatcher(broken, max_batch=4)
     with ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(failing, item) for item in range(4)]
         for future in futures:
@@ -289,7 +302,7 @@ class FakeVLLMHandler(BaseHTTPRequestHandler):
 
 @contextlib.contextmanager
 def served(prm_dirs, prm_format, **kwargs):
-    server = FakeVLLM(model_dir(prm_dirs, prm_format), prm.FORMATS[prm_format], **kwargs)
+    server = FakeVLLM(model_dir(prm_dirs, prm_format), prm_formats.FORMATS[prm_format], **kwargs)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
@@ -334,9 +347,11 @@ def test_endpoint_down_is_retried_then_named():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    backend = prm.EndpointPRM(prm.FORMATS["qwen"], f"http://127.0.0.1:{port}", "pooling", None, 1.0, 2, 0.01)
+    backend = prm_endpoint.EndpointPRM(
+        prm_formats.FORMATS["qwen"], f"http://127.0.0.1:{port}", "pooling", None, 1.0, 2, 0.01
+    )
     started = time.monotonic()
-    with pytest.raises(prm.PRMEndpointError, match=rf"http://127\.0\.0\.1:{port}/pooling failed 3 times"):
+    with pytest.raises(prm_http.PRMEndpointError, match=rf"http://127\.0\.0\.1:{port}/pooling failed 3 times"):
         backend.probabilities([[1, 2, 3]], [[2]])
     assert time.monotonic() - started < 5
 
@@ -345,7 +360,7 @@ def test_slow_endpoint_times_out_within_bounds(prm_dirs):
     with served(prm_dirs, "qwen", delay_s=1.0) as (server, url):
         scorer = endpoint_config(prm_dirs, "qwen", url, prm_timeout_s=0.2, prm_retries=1).scorer()
         started = time.monotonic()
-        with pytest.raises(prm.PRMEndpointError, match=rf"{url}/pooling failed 2 times .*(timed out|deadline)"):
+        with pytest.raises(prm_http.PRMEndpointError, match=rf"{url}/pooling failed 2 times .*(timed out|deadline)"):
             scorer.probabilities(QUESTION, STEPS)
         assert time.monotonic() - started < 1.5
         assert len(server.requests) == 2
@@ -357,12 +372,12 @@ def test_endpoint_5xx_is_retried_4xx_is_not_bad_rows_are_refused(prm_dirs):
         assert endpoint_config(prm_dirs, "qwen", url).scorer().probabilities(QUESTION, STEPS) == pytest.approx(local)
         assert len(server.requests) == 2
     with served(prm_dirs, "qwen", behaviour="bad_request") as (server, url):
-        with pytest.raises(prm.PRMEndpointError, match=rf"{url}/pooling rejected the request: HTTP 400"):
+        with pytest.raises(prm_http.PRMEndpointError, match=rf"{url}/pooling rejected the request: HTTP 400"):
             endpoint_config(prm_dirs, "qwen", url).scorer().probabilities(QUESTION, STEPS)
         assert len(server.requests) == 1
     with (
         served(prm_dirs, "qwen", behaviour="bad_rows") as (server, url),
-        pytest.raises(prm.PRMEndpointError, match="not a probability distribution"),
+        pytest.raises(prm_http.PRMEndpointError, match="not a probability distribution"),
     ):
         endpoint_config(prm_dirs, "qwen", url).scorer().probabilities(QUESTION, STEPS)
 
@@ -372,7 +387,7 @@ def test_endpoint_5xx_is_retried_4xx_is_not_bad_rows_are_refused(prm_dirs):
 
 def expected_spans(prm_dirs, prm_format, correct, weight=0.5, symmetric=True, aggregation="step"):
     probabilities = config(prm_dirs, prm_format).scorer().probabilities(QUESTION, STEPS)
-    values = prm.aggregate([2 * p - 1 if symmetric else p for p in probabilities], aggregation, 0.1)
+    values = prm_values.aggregate([2 * p - 1 if symmetric else p for p in probabilities], aggregation, 0.1)
     outcome = 1.0 if correct else (-1.0 if symmetric else 0.0)
     ranges = split_steps(RESPONSE)
     answer_start = RESPONSE.index("\\boxed{") + len("\\boxed{")
@@ -387,7 +402,7 @@ def expected_spans(prm_dirs, prm_format, correct, weight=0.5, symmetric=True, ag
     return outcome, spans
 
 
-@pytest.mark.parametrize("prm_format", prm.FORMAT_NAMES)
+@pytest.mark.parametrize("prm_format", prm_formats.FORMAT_NAMES)
 @pytest.mark.parametrize(("ground_truth", "correct"), [("0.5", True), ("\\frac{1}{3}", False)])
 def test_compute_score_spans_steps_and_answer(prm_dirs, prm_format, ground_truth, correct):
     result = math_prm.compute_score(
@@ -462,7 +477,7 @@ def test_gigantic_response_is_capped_and_says_so(prm_dirs):
     assert unseen["acc"] == 0.0 and unseen["score"] == -1.0  # the boxed 3 past the prefix is not read
     assert max(end for _, end, _ in unseen["spans"]) <= 300
     scorer = config(prm_dirs).scorer()
-    _, positions = prm.encode_steps(scorer.tokenizer, scorer.fmt, "", STEPS)
+    _, positions = prm_formats.encode_steps(scorer.tokenizer, scorer.fmt, "", STEPS)
     cap = options(prm_dirs, prm_max_tokens=positions[1] + 1)
     by_tokens = math_prm.compute_score("m", RESPONSE, "0.5", None, **cap)
     assert by_tokens["truncated"] == 1.0 and by_tokens["steps_scored"] == 2 and by_tokens["steps"] == 3
