@@ -15,6 +15,8 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
+from bot_grpo_verl import __version__
+
 SUPPORTED_VERL = SpecifierSet(">=0.9.1,<0.10")
 """The verl releases the plugin is tested against (also ``install_requires`` in setup.py)."""
 
@@ -34,8 +36,9 @@ def installed_verl_version() -> str | None:
 def refusal(problem: str) -> UnsupportedVerl:
     """The error for ``problem`` with the installed verl, naming the supported range and the installed version."""
     return UnsupportedVerl(
-        f"bot-grpo-verl supports verl{SUPPORTED_VERL}, the installed verl is {installed_verl_version() or 'none'}: "
-        f"{problem}. Install a supported verl or a bot-grpo-verl release made for the installed one."
+        f"bot-grpo-verl {__version__} supports verl{SUPPORTED_VERL}, the installed verl is "
+        f"{installed_verl_version() or 'none'}: {problem}. Use a verl release in that range, or a bot-grpo-verl "
+        "release made for the installed verl."
     )
 
 
