@@ -36,7 +36,7 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 from verl.workers.rollout.utils import ensure_async_iterator, get_max_position_embeddings
 
-from bot_grpo_verl.cpu.patches import ROLLOUT_NAME
+from bot_grpo_verl.verl_compat.cpu_patches import ROLLOUT_NAME
 
 logger = logging.getLogger(__name__)
 
