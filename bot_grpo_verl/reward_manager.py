@@ -241,7 +241,8 @@ class BoTTokenRewardManager(RewardManagerBase):
 
         sample = f"sample uid={data_item.non_tensor_batch.get('uid', '?')} data_source={data_source!r}"
         try:
-            # One decode, as verl's naive manager does: the alignment returns the decoded text.
+            # The alignment returns the decoded text, the solution_str of verl's naive manager: taken from its
+            # byte table where that is the tokenizer's decode, at most one decode otherwise.
             text, ranges = await self.loop.run_in_executor(
                 None, lambda: token_char_ranges(self.tokenizer, valid_response_ids)
             )

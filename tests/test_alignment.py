@@ -2,6 +2,7 @@
 reference) and a quadratic prefix-decoding reference, for two tokenizer families and Qwen3's real one."""
 
 import copy
+import functools
 import re
 import time
 
@@ -10,11 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import reference_char_ends, reference_token_values
-from tokenizer_fixtures import TOKENIZERS, qwen3_or_skip
+from tokenizer_fixtures import TOKENIZERS, byte_token_ids, counting_decodes, qwen3_or_skip
 from tokenizers import decoders
 
 import bot_grpo_verl.alignment as alignment
-from bot_grpo_verl.alignment import byte_decoder, incremental_char_ranges, token_char_ranges, token_values_from_spans
+from bot_grpo_verl.alignment import (
+    byte_decoder,
+    decodes_as_its_backend,
+    incremental_char_ranges,
+    token_char_ranges,
+    token_values_from_spans,
+)
 from bot_grpo_verl.token_rewards import line_spans, parse_reward_result, split_steps, step_spans
 
 qwen3_tokenizer = pytest.fixture(qwen3_or_skip, scope="module", name="qwen3_tokenizer")
@@ -77,16 +84,92 @@ def test_one_pass_alignment_equals_incremental_decoding(tokenizer, text):
         assert_same_as_reference(tokenizer, sequence)
 
 
-def test_one_pass_alignment_decodes_once(tokenizer, no_reference, monkeypatch):
+def assert_text_is_the_decode_without_decoding(tokenizer, ids):
+    expected = tokenizer.decode(ids, skip_special_tokens=True)
+    decodes = tokenizer.backend_tokenizer.decodes
+    assert token_char_ranges(tokenizer, ids)[0] == expected
+    assert tokenizer.backend_tokenizer.decodes == decodes  # the byte table's text is the decode itself
+
+
+def test_one_pass_alignment_needs_no_decode(tokenizer, no_reference):
+    tokenizer = counting_decodes(tokenizer)
+    assert decodes_as_its_backend(tokenizer)
+    assert_text_is_the_decode_without_decoding(tokenizer, encode(tokenizer, TEXTS[1]))
+
+
+def random_ids(tokenizer, data, past_vocabulary=4):
+    """Ids drawn from the whole vocabulary (special and added tokens included), byte pieces and ids past it."""
+    size = len(tokenizer)
+    anywhere = st.integers(0, size - 1 + past_vocabulary)
+    added = st.sampled_from(sorted(tokenizer.backend_tokenizer.get_added_tokens_decoder()))
+    byte_runs = st.binary(max_size=6).map(lambda run: byte_token_ids(tokenizer, run))
+    pieces = st.lists(anywhere.map(lambda k: [k]) | added.map(lambda k: [k]) | byte_runs, max_size=40)
+    return [k for piece in data.draw(pieces) for k in piece]
+
+
+@functools.cache
+def with_added_tokens(family):
+    """A fixture tokenizer counting its decodes, with added tokens that are not special, some of them made of
+    the decoder's alphabet (``Ġ``, ``▁``: the decoder maps those too)."""
+    tokenizer = counting_decodes(TOKENIZERS[family]())
+    tokenizer.add_tokens(["<tool>", "\u2581x", " y", "\u0120foo", "\u00e9!", "数"])
+    return tokenizer
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_the_byte_tables_text_is_the_decode_on_any_ids(data):
+    tokenizer = with_added_tokens(data.draw(st.sampled_from(sorted(TOKENIZERS))))
+    assert_text_is_the_decode_without_decoding(tokenizer, random_ids(tokenizer, data))
+
+
+@functools.cache
+def counting_qwen3(tokenizer):
+    return counting_decodes(tokenizer)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_qwen3_byte_tables_text_is_the_decode_on_any_ids(qwen3_tokenizer, data):
+    """Qwen3's added tokens (``<think>``, ``<tool_call>``, ...) are not special: they stay in the text."""
+    tokenizer = counting_qwen3(qwen3_tokenizer)
+    assert_text_is_the_decode_without_decoding(tokenizer, random_ids(tokenizer, data))
+
+
+def overridden(name):
+    """A change that overrides the tokenizer's method ``name`` on the instance (doing the same)."""
+
+    def override(tokenizer):
+        method = getattr(type(tokenizer), name)
+        setattr(tokenizer, name, lambda *args, **kwargs: method(tokenizer, *args, **kwargs))
+
+    return override
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda tokenizer: setattr(tokenizer, "clean_up_tokenization_spaces", True),
+        overridden("decode"),
+        overridden("_decode"),
+    ],
+    ids=["clean-up of spaces", "decode overridden", "_decode overridden"],
+)
+def test_a_decode_that_may_differ_from_the_backends_is_called_to_check(tokenizer, change, no_reference):
+    tokenizer = counting_decodes(tokenizer)
+    change(tokenizer)
+    assert not decodes_as_its_backend(tokenizer)
     ids = encode(tokenizer, TEXTS[1])
-    byte_decoder(tokenizer)
-    decodes = []
-    decode = type(tokenizer).decode
-    monkeypatch.setattr(
-        tokenizer, "decode", lambda *args, **kwargs: decodes.append(1) or decode(tokenizer, *args, **kwargs)
-    )
-    assert token_char_ranges(tokenizer, ids)[0] == decode(tokenizer, ids, skip_special_tokens=True)
-    assert len(decodes) == 1  # the text it returns, checked against the byte table's (the reference: 2 per token)
+    assert token_char_ranges(tokenizer, ids)[0] == tokenizer.decode(ids, skip_special_tokens=True)
+    assert tokenizer.backend_tokenizer.decodes == 2  # one to check the table's text (and the one above)
+
+
+def test_a_replaced_decoder_rebuilds_the_table():
+    tokenizer = copy.deepcopy(TOKENIZERS["byte_level_bpe"]())
+    assert byte_decoder(tokenizer) is not None
+    tokenizer.backend_tokenizer.decoder = decoders.WordPiece()
+    assert byte_decoder(tokenizer) is None
+    assert_same_as_reference(tokenizer, encode(tokenizer, TEXTS[0]))
 
 
 def test_qwen3_alignment_equals_incremental_decoding(qwen3_tokenizer, no_reference):

@@ -2,7 +2,6 @@
 assembly, and the estimator at the end of the chain."""
 
 import asyncio
-import copy
 import pickle
 import textwrap
 from dataclasses import fields
@@ -15,7 +14,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import open_dict
 from reference import reference_bot_grpo, reference_token_values
 from tensordict import TensorDict
-from tokenizer_fixtures import byte_level_bpe
+from tokenizer_fixtures import byte_level_bpe, counting_decodes
 from verl import DataProto
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
 from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
@@ -267,19 +266,19 @@ def test_numpy_scalars_are_accepted_as_by_verls_own_managers(tokenizer_dir, func
     assert float(result["reward_score"]) == 0.5
 
 
-def test_the_response_is_decoded_once_as_by_verls_naive_manager(tokenizer_dir, functions_file, monkeypatch):
+@pytest.mark.parametrize(("clean_up_spaces", "decodes"), [(False, 0), (True, 1)])
+def test_the_response_is_decoded_at_most_once(tokenizer_dir, functions_file, clean_up_spaces, decodes):
+    """verl's naive manager decodes each response once; bot_token takes the text from its byte table where
+    that is the decode, and decodes once to check it where the tokenizer may clean up spaces."""
     config = verl_config(tokenizer_dir, functions_file, "spans")
-    tokenizer = copy.deepcopy(byte_level_bpe())
-    decodes = []
-    decode = type(tokenizer).decode
-    monkeypatch.setattr(
-        tokenizer, "decode", lambda *args, **kwargs: decodes.append(1) or decode(tokenizer, *args, **kwargs)
-    )
+    tokenizer = counting_decodes(byte_level_bpe())
+    tokenizer.clean_up_tokenization_spaces = clean_up_spaces
     result = run_in_worker_loop(
         lambda: load_reward_manager(config, tokenizer),
         lambda manager: manager.run_single(agent_loop_sample(tokenizer, RESPONSES[1])),
     )
-    assert len(decodes) == 1 and len(result["reward_score"].token_rewards) > 1
+    assert tokenizer.backend_tokenizer.decodes == decodes and len(result["reward_score"].token_rewards) > 1
+    assert result["reward_extra_info"]["chars"] == len(RESPONSES[1])  # the solution_str the function saw
 
 
 def test_an_empty_response_gets_no_token_rewards(tokenizer_dir, functions_file):

