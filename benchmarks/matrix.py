@@ -27,15 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.report import write_report
-from demo.assets import (
-    ARITHMETIC,
-    ARITHMETIC_HARD,
-    ARITHMETIC_STEPS,
-    REACT,
-    REACT_TSX,
-    Task,
-    build_assets,
-)
+from demo.assets import build_assets
 from demo.held_out import (
     Validation,
     held_out_counts,
@@ -49,6 +41,7 @@ from demo.run import (
     read_metrics,
     run_verl,
 )
+from demo.tasks import ARITHMETIC, ARITHMETIC_HARD, ARITHMETIC_STEPS, REACT, REACT_TSX, Task
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
 # Training metrics kept in a run's summary (verl's names); the validation counts are kept per problem.

@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from bot_grpo_verl import heatmap
-from demo.assets import REACT_TSX, build_assets
+from demo.assets import build_assets
 from demo.held_out import HeldOutCurve, Validation, mean_interval, problem_index, validation_overrides
+from demo.tasks import REACT_TSX
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
 COMPILE_RATE = "reward_extra/compiled/mean"

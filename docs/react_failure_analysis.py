@@ -25,7 +25,8 @@ import pandas as pd
 import torch
 from transformers import AutoTokenizer, Qwen2ForCausalLM
 
-from demo import assets
+from demo.sft import encode_examples, sample_responses
+from demo.tasks import DATA_SOURCE, REACT_TSX, load_reward_file
 
 TAG = r"ul|ol|article|section|main|div|h1|h2|h3|p|strong|span|button|li"
 
@@ -68,7 +69,7 @@ def reference_confidence(model, tokenizer, frame: pd.DataFrame) -> torch.Tensor:
         for prompt, reference in zip(frame.prompt, frame.reference, strict=True)
     ]
     probabilities = []
-    for ids, labels in assets.encode_examples(tokenizer, examples):
+    for ids, labels in encode_examples(tokenizer, examples):
         log_probs = model(torch.tensor([ids])).logits[0, :-1].log_softmax(-1)
         targets = torch.tensor(labels[1:])
         mask = targets != -100
@@ -81,10 +82,10 @@ def samples(root: Path, per_prompt: int, split: str, seed: int) -> None:
     model = Qwen2ForCausalLM.from_pretrained(root / "model").eval()
     frame = held_out(root, split)
     chosen = frame.loc[frame.index.repeat(per_prompt)].reset_index(drop=True)
-    ids = assets.sample_responses(model, tokenizer, list(chosen.prompt), 160, seed, batch_size=64)
+    ids = sample_responses(model, tokenizer, list(chosen.prompt), 160, seed, batch_size=64)
     texts = [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
-    reward = assets.load_reward_file(assets.REACT_TSX)
-    results = [reward.compute_score(assets.DATA_SOURCE, text) for text in texts]
+    reward = load_reward_file(REACT_TSX)
+    results = [reward.compute_score(DATA_SOURCE, text) for text in texts]
     chosen["compiled"] = [result["compiled"] for result in results]
     scored = zip(texts, results, chosen.kind, strict=True)
     failing = [(text, result, kind) for text, result, kind in scored if not result["compiled"]]

@@ -1,5 +1,6 @@
 """Tiny assets for the CPU-mode tests, built locally (no downloads): a ~1M-parameter Qwen2 with random
-weights, a BPE tokenizer with a chat template, a verl RL parquet and a reward function file."""
+weights, a BPE tokenizer with the demo's chat format (:mod:`demo.tiny_model`), a verl RL parquet and a reward
+function file."""
 
 from __future__ import annotations
 
@@ -9,13 +10,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
 
-PAD, EOS = "<|endoftext|>", "<|im_end|>"
-CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+from demo.tiny_model import CHAT_TEMPLATE, EOS_TOKEN, PAD_TOKEN, SPECIAL_TOKENS, build_model
+
 WORDS = "add the numbers and write a short answer with steps one two three four five six seven eight nine ten"
 REWARD_SOURCE = '''
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
@@ -34,7 +32,7 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(
         vocab_size=300,
-        special_tokens=[PAD, "<|im_start|>", EOS],
+        special_tokens=list(SPECIAL_TOKENS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tokenizer.train_from_iterator([WORDS] * 50, trainer)
@@ -42,34 +40,29 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
 
     tokenizer.decoder = decoders.ByteLevel()
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, eos_token=EOS, pad_token=PAD, chat_template=CHAT_TEMPLATE
+        tokenizer_object=tokenizer, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, chat_template=CHAT_TEMPLATE
     )
 
 
 def tiny_qwen2(tokenizer: PreTrainedTokenizerFast, seed: int = 0) -> Qwen2ForCausalLM:
     """A randomly initialised Qwen2 (~0.9M parameters) over ``tokenizer``'s vocabulary."""
-    torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
+    model = build_model(
+        tokenizer,
+        seed,
         hidden_size=128,
         intermediate_size=256,
         num_hidden_layers=4,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=256,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
     )
-    return Qwen2ForCausalLM(config).eval()
+    return model.eval()
 
 
 def save_tiny_model(directory: Path, seed: int = 0) -> Path:
     """Write the tiny tokenizer and model (safetensors, fp32) to ``directory``; return it."""
     tokenizer = tiny_tokenizer()
     model = tiny_qwen2(tokenizer, seed)
-    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory

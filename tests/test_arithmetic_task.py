@@ -17,7 +17,8 @@ from bot_grpo_verl.rewards import arithmetic_steps
 from bot_grpo_verl.token_rewards import parse_reward_result
 from demo import arithmetic, assets
 from demo.arithmetic import Problem, generate_problems
-from demo.assets import ARITHMETIC, build_assets
+from demo.assets import build_assets
+from demo.tasks import ARITHMETIC, answer_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 REWARD_PATH = str(ROOT / "reward_models" / "arithmetic_steps.py")
@@ -225,12 +226,12 @@ print(json.dumps(fn(data_source="arithmetic", solution_str={RESPONSE!r}, ground_
 def test_answer_metrics_measure_answers_and_steps():
     problems = generate_problems(4, seed=1)
     responses = [problem.response for problem in problems]
-    perfect = assets.answer_metrics(responses, problems)
+    perfect = answer_metrics(responses, problems)
     assert perfect == {"accuracy": 1.0, "answer_found_rate": 1.0, "step_accuracy": 1.0}
     responses[0] = responses[0].replace("\\boxed{", "\\boxed{1")  # a wrong answer
     responses[1] = "no idea"  # one wrong step, no answer
     steps = sum(len(problem.operations) for problem in problems) - len(problems[1].operations) + 1
-    assert assets.answer_metrics(responses, problems) == {
+    assert answer_metrics(responses, problems) == {
         "accuracy": 0.5,
         "answer_found_rate": 0.75,
         "step_accuracy": (steps - 1) / steps,

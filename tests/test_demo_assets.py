@@ -1,7 +1,10 @@
 """The CPU demo's assets: corpus, tokenizer, chat template through verl's real RLHFDataset, model, cache."""
 
 import json
+import subprocess
+import sys
 import unicodedata
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -9,8 +12,10 @@ import torch
 from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2ForCausalLM
 
-from demo import assets, react_corpus
-from demo.assets import DemoSettings, build_assets
+from demo import assets, react_corpus, sft, tasks
+from demo.assets import build_assets
+from demo.settings import DemoSettings
+from demo.tiny_model import prompt_ids
 
 # Seconds to build on 2 cores; big enough that SFT visibly learns.
 TINY = DemoSettings(
@@ -30,8 +35,9 @@ TINY = DemoSettings(
     eval_samples=4,
     max_response_tokens=24,
 )
+ROOT = Path(__file__).resolve().parents[1]
 needs_checker = pytest.mark.skipif(
-    not (assets.REACT_TSX.parent / "tsx" / "node_modules").exists(), reason="run npm ci in reward_models/tsx"
+    not (tasks.REACT_TSX.parent / "tsx" / "node_modules").exists(), reason="run npm ci in reward_models/tsx"
 )
 
 
@@ -65,10 +71,10 @@ def test_corpus_rejects_a_negative_size():
 @needs_checker
 def test_every_kind_of_solution_compiles_and_broken_code_does_not():
     responses = [example.response for example in react_corpus.generate_corpus(5 * len(react_corpus.KINDS), seed=11)]
-    assert assets.compile_rate(responses)[0] == 1.0
+    assert tasks.compile_rate(responses)[0] == 1.0
     unclosed = [response.replace("}\n```", "\n```") for response in responses]
-    assert assets.compile_rate(unclosed)[0] == 0.0
-    assert assets.compile_rate([*responses[:3], unclosed[3]])[0] == 0.75
+    assert tasks.compile_rate(unclosed)[0] == 0.0
+    assert tasks.compile_rate([*responses[:3], unclosed[3]])[0] == 0.75
 
 
 def test_settings_reject_bad_values():
@@ -106,7 +112,7 @@ def test_rl_parquet_has_verls_columns(built):
         frame = pd.read_parquet(path)
         assert list(frame.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
         assert len(frame) == size
-        assert set(frame.data_source) == {assets.DATA_SOURCE}
+        assert set(frame.data_source) == {tasks.DATA_SOURCE}
         assert [row["index"] for row in frame.extra_info] == list(range(size))
         assert {row["split"] for row in frame.extra_info} == {split}
         for prompt, reward_model in zip(frame.prompt, frame.reward_model, strict=True):
@@ -127,7 +133,7 @@ def test_verls_rlhf_dataset_reads_the_parquet_with_the_built_tokenizer(built, tm
 
     tokenizer = hf_tokenizer(str(built.tokenizer_dir))
     frame = pd.read_parquet(built.train_parquet)
-    lengths = [len(assets.prompt_ids(tokenizer, prompt[0]["content"])) for prompt in frame.prompt]
+    lengths = [len(prompt_ids(tokenizer, prompt[0]["content"])) for prompt in frame.prompt]
     assert max(lengths) <= built.metrics["prompt_tokens"]["max"]
 
     def dataset(max_prompt_length):
@@ -142,11 +148,11 @@ def test_verls_rlhf_dataset_reads_the_parquet_with_the_built_tokenizer(built, tm
     assert len(dataset(max(lengths) - 1)) == sum(length < max(lengths) for length in lengths)
     item = full[0]
     row = frame.iloc[0]
-    assert item["data_source"] == assets.DATA_SOURCE and item["index"] == 0
+    assert item["data_source"] == tasks.DATA_SOURCE and item["index"] == 0
     assert item["reward_model"]["ground_truth"] == row.reward_model["ground_truth"]
     text = tokenizer.apply_chat_template(item["raw_prompt"], add_generation_prompt=True, tokenize=False)
     assert text == f"<|im_start|>user\n{row.prompt[0]['content']}<|im_end|>\n<|im_start|>assistant\n"
-    ids = assets.prompt_ids(tokenizer, row.prompt[0]["content"])
+    ids = prompt_ids(tokenizer, row.prompt[0]["content"])
     assert tokenizer.decode(ids) == text
     assert ids[0] == tokenizer.convert_tokens_to_ids("<|im_start|>")
 
@@ -164,10 +170,10 @@ def test_saved_model_loads_generates_and_is_the_trained_one(built):
         react_corpus.Example(info["kind"], info["component"], prompt[0]["content"], reward_model["ground_truth"])
         for prompt, reward_model, info in zip(frame.prompt, frame.reward_model, frame.extra_info, strict=True)
     ]
-    held_out = assets.collate(assets.encode_examples(tokenizer, val), tokenizer.pad_token_id)
-    assert assets.response_loss(model, held_out) == pytest.approx(built.metrics["sft_loss_after"], rel=1e-4)
+    held_out = sft.collate(sft.encode_examples(tokenizer, val), tokenizer.pad_token_id)
+    assert sft.response_loss(model, held_out) == pytest.approx(built.metrics["sft_loss_after"], rel=1e-4)
 
-    responses = assets.sample_responses(model, tokenizer, [val[0].prompt, val[1].prompt], max_new_tokens=6, seed=0)
+    responses = sft.sample_responses(model, tokenizer, [val[0].prompt, val[1].prompt], max_new_tokens=6, seed=0)
     assert len(responses) == 2
     for ids in responses:
         assert 1 <= len(ids) <= 6
@@ -193,6 +199,19 @@ def test_second_build_comes_from_the_cache(built, cache_dir):
     assert again.metrics == built.metrics
     assert [path.name for path in cache_dir.iterdir()] == [built.root.name]  # no staging left behind
     assert assets.cache_key(TINY, seed=3) == built.root.name != assets.cache_key(TINY, seed=4)
+
+
+def test_the_cache_key_hashes_every_demo_module_the_build_loads():
+    """An edit to any module that ``python -m demo.assets`` runs, or to a task's corpus generator, rebuilds."""
+    script = "import sys, demo.assets; print(*(m.__file__ for n, m in sys.modules.items() if n.startswith('demo.')))"
+    loaded = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    hashed = {*assets.BUILDER_SOURCES, *(source for task in tasks.TASKS.values() for source in task.sources)}
+    assert {Path(path) for path in loaded.stdout.split()} == hashed
+
+
+def test_the_cli_runs_from_the_repository_root():
+    run = subprocess.run([sys.executable, "-m", "demo.assets", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0 and "--cache-dir" in run.stdout, run.stderr
 
 
 def test_force_rebuilds_and_an_interrupted_build_leaves_nothing(tmp_path, monkeypatch):
