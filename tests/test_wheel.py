@@ -127,6 +127,11 @@ def test_build_makes_a_complete_sdist_and_wheel_that_twine_accepts(dist):
     assert not [name for name in sdist if "node_modules" in name or "/bot_grpo_verl/rewards/" in name]
     version = (ROOT / "bot_grpo_verl" / "VERSION").read_text().strip()
     assert only(dist, "*.whl").name.startswith(f"bot_grpo_verl-{version}-")
+    # Only the plugin is installed; the demo and the recipes it runs ship with the source.
+    top_level = {name.split("/")[0] for name in wheel}
+    assert top_level == {"bot_grpo_verl", "hydra_plugins", f"bot_grpo_verl-{version}.dist-info"}, top_level
+    assert not [name for name in wheel if name.startswith(("bot_grpo_verl/demo/", "bot_grpo_verl/benchmark/"))]
+    assert {"demo/run.py", "recipes/algorithms.py"} <= {name.partition("/")[2] for name in sdist}
 
 
 def test_the_installed_wheel_runs_outside_the_clone(installed, tmp_path):
