@@ -373,19 +373,13 @@ def plot(report: dict, path: Path) -> None:
     left.legend(fontsize=8)
 
     steps = report["worker"]["where_time_goes_ms_per_sample"]
-    bottom = {manager: 0.0 for manager in steps}
-    for color, step in enumerate(dict.fromkeys([*steps["naive"], *steps["bot_token"]])):
-        for position, manager in enumerate(("naive", "bot_token")):
-            if step in steps[manager]:
-                labelled = position == 0 or step not in steps["naive"]
-                right.bar(
-                    position,
-                    steps[manager][step],
-                    bottom=bottom[manager],
-                    color=f"C{color}",
-                    label=step if labelled else None,
-                )
-                bottom[manager] += steps[manager][step]
+    colors = {step: f"C{number}" for number, step in enumerate(dict.fromkeys([*steps["naive"], *steps["bot_token"]]))}
+    for position, manager in enumerate(("naive", "bot_token")):
+        bottom = 0.0
+        for step, value in steps[manager].items():  # in the order the manager runs them
+            labelled = manager == "naive" or step not in steps["naive"]
+            right.bar(position, value, bottom=bottom, color=colors[step], label=step if labelled else None)
+            bottom += value
     right.set_xticks([0, 1], ["naive", "bot_token"])
     right.set_ylabel("CPU ms per sample")
     worker = report["worker"]
@@ -405,7 +399,7 @@ def main() -> int:
     parser.add_argument("--align-tokens", type=int, default=8192, help="response length of the alignment timing")
     parser.add_argument("--batch", type=int, default=256, help="responses per batch through the reward worker")
     parser.add_argument("--tokens", type=int, default=4096, help="longest response of the batch (the shortest: 3/4)")
-    parser.add_argument("--rounds", type=int, default=9, help="alternating rounds through the reward worker")
+    parser.add_argument("--rounds", type=int, default=15, help="alternating rounds through the reward worker")
     parser.add_argument("--align-rounds", type=int, default=31, help="alternating rounds of decode and alignment")
     args = parser.parse_args()
 
