@@ -1,9 +1,9 @@
 """Throughput of the CPU rollout (``hf_cpu``) with concurrent requests batched vs one request at a time.
 
 The same 64 requests (random prompts of 16-48 tokens, 64 new tokens each, EOS ignored so that every
-setting does the same work) go through :class:`bot_grpo_verl.cpu.rollout.BatchedGenerator`, the queue
-behind the rollout server, from 1, 4, 16 and 64 concurrent clients. One client is one request at a time;
-64 clients is a whole GRPO batch arriving together, as verl's agent loop sends it.
+setting does the same work) go through :class:`bot_grpo_verl.cpu.batching.RequestBatcher`, the
+batching queue behind the rollout server, from 1, 4, 16 and 64 concurrent clients. One client is one
+request at a time; 64 clients is a whole GRPO batch arriving together, as verl's agent loop sends it.
 
     python benchmarks/cpu_rollout_batching.py --out benchmarks/results/cpu_rollout_batching.json
 """
@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from bot_grpo_verl.cpu.rollout import BatchedGenerator, SamplingParams
+from bot_grpo_verl.cpu.batching import RequestBatcher
+from bot_grpo_verl.cpu.sampling_params import SamplingParams
 
 TARGET_SPEEDUP = 4.0
 
@@ -48,7 +49,7 @@ def make_prompts(count: int, vocab: int, seed: int) -> list[list[int]]:
     return [torch.randint(3, vocab, (int(n),), generator=generator).tolist() for n in lengths]
 
 
-async def serve(batcher: BatchedGenerator, prompts: list[list[int]], params: SamplingParams, clients: int) -> int:
+async def serve(batcher: RequestBatcher, prompts: list[list[int]], params: SamplingParams, clients: int) -> int:
     """Send every prompt from ``clients`` concurrent clients, each waiting for its answer before the next."""
 
     async def client(share: list[list[int]]) -> int:
@@ -61,7 +62,7 @@ async def serve(batcher: BatchedGenerator, prompts: list[list[int]], params: Sam
 
 
 def measure(model, prompts, params, clients: int) -> dict:
-    batcher = BatchedGenerator(model, eos_token_ids=[0], pad_token_id=0, max_batch_size=256)
+    batcher = RequestBatcher(model, eos_token_ids=[0], pad_token_id=0, max_batch_size=256)
     started = time.perf_counter()
     tokens = asyncio.run(serve(batcher, prompts, params, clients))
     seconds = time.perf_counter() - started
@@ -70,8 +71,8 @@ def measure(model, prompts, params, clients: int) -> dict:
         "seconds": round(seconds, 3),
         "generated_tokens": tokens,
         "tokens_per_s": round(tokens / seconds, 1),
-        "batches": len(batcher.batch_sizes),
-        "mean_batch_size": round(sum(batcher.batch_sizes) / len(batcher.batch_sizes), 1),
+        "decode_steps": batcher.stats.steps,
+        "mean_batch_size": round(batcher.stats.row_steps / batcher.stats.steps, 1),
     }
 
 

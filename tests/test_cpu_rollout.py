@@ -1,23 +1,30 @@
 """The ``hf_cpu`` rollout: batched decoding equals one-at-a-time decoding, log-probs equal the model's own
-forward pass, verl's max-token rules, stops, sampling filters, batching of concurrent requests, weight sync."""
+forward pass, verl's max-token rules, stops, sampling filters, batching of concurrent requests against a
+reference schedule (rows leave as they finish, padding is cut), failures, weight sync, the Ray glue."""
 
 import asyncio
+from dataclasses import asdict
+from types import SimpleNamespace
 
 import pytest
 import torch
 from cpu_assets import save_tiny_model, tiny_qwen2, tiny_tokenizer
 from hydra import compose, initialize_config_module
+from transformers import Qwen2Config, Qwen2ForCausalLM
+from verl.workers.rollout.replica import RolloutReplica
 
-from bot_grpo_verl.cpu.rollout import (
-    BatchedGenerator,
-    HFRolloutServer,
-    HFServerAdapter,
-    SamplingParams,
+from bot_grpo_verl.cpu.batching import RequestBatcher
+from bot_grpo_verl.cpu.decoding import (
+    DecodeStats,
+    Request,
+    decode,
     filter_top_k_top_p,
     generate_batch,
-    parse_sampling_params,
-    resolve_max_tokens,
+    keep_rows,
+    prefill,
 )
+from bot_grpo_verl.cpu.rollout import MAX_CONCURRENT_REQUESTS, HFRolloutReplica, HFRolloutServer, HFServerAdapter
+from bot_grpo_verl.cpu.sampling_params import SamplingParams, parse_sampling_params, resolve_max_tokens
 
 
 @pytest.fixture(scope="module")
@@ -153,24 +160,141 @@ def test_unsupported_sampling_params_are_errors():
     assert (params.temperature, params.logprobs, params.ignore_eos, params.max_tokens) == (0.5, True, True, 4)
 
 
-def test_concurrent_requests_are_decoded_in_one_batch(model, tokenizer, prompts):
-    batcher = BatchedGenerator(model, [tokenizer.eos_token_id], tokenizer.pad_token_id, gather_window_s=0.05)
-    params = [SamplingParams(max_tokens=n, temperature=0, ignore_eos=True) for n in (3, 6, 9, 2)] * 2
+def assert_same_completion(completion, expected):
+    assert (completion.token_ids, completion.finish_reason) == (expected.token_ids, expected.finish_reason)
+    torch.testing.assert_close(torch.tensor(completion.log_probs), torch.tensor(expected.log_probs), atol=1e-5, rtol=0)
+
+
+def greedy(max_tokens):
+    return SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True)
+
+
+def reference_schedule(arrivals, lengths, max_rows):
+    """The batching schedule by hand: when no row is in flight, the requests that have arrived (request i
+    at step ``arrivals[i]``), at most ``max_rows`` in order, start a batch; request i leaves after
+    ``lengths[i]`` tokens. Returns ``(stats as a dict, the step at which each request finishes)``."""
+    remaining, waiting, flight, finish = list(lengths), list(range(len(lengths))), [], {}
+    stats = {"batches": 0, "steps": 0, "row_steps": 0, "peak_rows": 0}
+    while waiting or flight:
+        if not flight:
+            flight = [i for i in waiting if arrivals[i] <= stats["steps"]][:max_rows]
+            waiting = [i for i in waiting if i not in flight]
+            stats["batches"] += 1
+        stats["steps"] += 1
+        stats["row_steps"] += len(flight)
+        stats["peak_rows"] = max(stats["peak_rows"], len(flight))
+        for i in flight:
+            remaining[i] -= 1
+            if remaining[i] == 0:
+                finish[i] = stats["steps"]
+        flight = [i for i in flight if remaining[i]]
+    return stats, [finish[i] for i in range(len(lengths))]
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "lengths", "max_rows"),
+    [
+        ([0, 0, 0, 0], [5, 12, 1, 9], 4),  # one batch
+        ([0, 0, 0, 0, 0, 0], [4, 2, 7, 3, 5, 1], 2),  # more requests than rows: batches of 2
+        ([0, 1, 1, 3], [3, 2, 6, 5], 4),  # arrivals during a batch start the next; the longest prompt leaves
+        # first, so its left padding is cut from the cache
+    ],
+)
+def test_batches_follow_a_reference_schedule_and_decode_as_alone(
+    model, tokenizer, prompts, arrivals, lengths, max_rows
+):
+    requests = [Request(prompts[i % len(prompts)], greedy(length), i) for i, length in enumerate(lengths)]
+    stats, taken, delivered = DecodeStats(), set(), {}
+
+    def admit(rows):
+        ready = [r for r in requests if arrivals[r.owner] <= stats.steps and r.owner not in taken][:rows]
+        taken.update(r.owner for r in ready)
+        return ready
+
+    decode(
+        model,
+        admit,
+        lambda owner, completion: delivered.setdefault(owner, (stats.steps, completion)),
+        eos_token_ids=[tokenizer.eos_token_id],
+        pad_token_id=tokenizer.pad_token_id,
+        max_rows=max_rows,
+        stats=stats,
+    )
+    expected_stats, finish = reference_schedule(arrivals, lengths, max_rows)
+    assert asdict(stats) == expected_stats
+    assert [delivered[i][0] for i in range(len(requests))] == finish  # each handed back when it finishes
+    for request in requests:
+        alone = generate(model, tokenizer, [request.prompt_ids], [request.params])[0]
+        assert_same_completion(delivered[request.owner][1], alone)
+
+
+def test_dropping_rows_cuts_the_padding_no_row_needs(model, tokenizer, prompts):
+    long, short = max(prompts, key=len), min(prompts, key=len)
+    batch, _ = prefill(model, [Request(long, greedy(4)), Request(short, greedy(4))], [tokenizer.eos_token_id], 0)
+    assert batch.attention_mask.shape == (2, len(long))
+    kept = keep_rows(batch, torch.tensor([1]))
+    assert kept.attention_mask.tolist() == [[1] * len(short)]
+    assert all(layer.keys.shape[2] == len(short) for layer in kept.cache.layers)
+    assert kept.owners == [None] and int(kept.next_positions[0]) == len(short)
+
+
+def test_a_sliding_window_model_decodes_in_batches_as_alone(tokenizer, prompts):
+    """Sliding-window layers keep their own window of positions: rows leave, the padding stays."""
+    windowed = {"use_sliding_window": True, "sliding_window": 3, "max_window_layers": 0, "layer_types": None}
+    config = Qwen2Config(**{**tiny_qwen2(tokenizer).config.to_dict(), **windowed})
+    assert set(config.layer_types) == {"sliding_attention"}
+    torch.manual_seed(4)
+    model = Qwen2ForCausalLM(config).eval()
+    params = [greedy(n) for n in (2, 7, 4, 9)]
+    batched = generate(model, tokenizer, prompts, params)
+    for prompt, param, completion in zip(prompts, params, batched, strict=True):
+        assert_same_completion(completion, generate(model, tokenizer, [prompt], [param])[0])
+
+
+def test_concurrent_requests_are_decoded_in_one_batch_and_each_returns_when_its_row_finishes(model, tokenizer, prompts):
+    batcher = RequestBatcher(model, [tokenizer.eos_token_id], tokenizer.pad_token_id)
+    params = [greedy(n) for n in (3, 6, 9, 2)] * 2
+    finished = []
+
+    async def request(prompt, param):
+        completion = await batcher.generate(prompt, param)
+        finished.append(param.max_tokens)
+        return completion
 
     async def run():
-        return await asyncio.gather(*(batcher.generate(p, q) for p, q in zip(prompts * 2, params, strict=True)))
+        return await asyncio.gather(*(request(p, q) for p, q in zip(prompts * 2, params, strict=True)))
 
     completions = asyncio.run(run())
-    assert batcher.batch_sizes == [8]
+    assert asdict(batcher.stats) == {"batches": 1, "steps": 9, "row_steps": 2 * (3 + 6 + 9 + 2), "peak_rows": 8}
+    assert finished == sorted(finished)  # each caller gets its completion when its row finishes
     for prompt, param, completion in zip(prompts * 2, params, completions, strict=True):
-        alone = generate(model, tokenizer, [prompt], [param])[0]
-        assert (completion.token_ids, completion.finish_reason) == (alone.token_ids, alone.finish_reason)
-        torch.testing.assert_close(torch.tensor(completion.log_probs), torch.tensor(alone.log_probs), atol=1e-5, rtol=0)
+        assert_same_completion(completion, generate(model, tokenizer, [prompt], [param])[0])
+
+
+def test_a_failed_loop_fails_the_requests_in_flight_and_the_next_loop_serves(tokenizer, prompts, monkeypatch):
+    model = tiny_qwen2(tokenizer, seed=1)
+    batcher = RequestBatcher(model, [tokenizer.eos_token_id], tokenizer.pad_token_id)
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("broken")))
+
+    async def run(count):
+        return await asyncio.gather(*(batcher.generate(p, greedy(3)) for p in prompts[:count]), return_exceptions=True)
+
+    assert [str(e) for e in asyncio.run(run(3))] == ["broken"] * 3
+    monkeypatch.setattr(model, "forward", forward)
+    (completion,) = asyncio.run(run(1))
+    assert_same_completion(completion, generate(model, tokenizer, prompts[:1], [greedy(3)])[0])
+
+
+def test_an_empty_prompt_is_refused_before_it_joins_a_batch(model, tokenizer):
+    batcher = RequestBatcher(model, [tokenizer.eos_token_id], tokenizer.pad_token_id)
+    with pytest.raises(ValueError, match="empty prompt"):
+        asyncio.run(batcher.generate([], greedy(3)))
 
 
 def test_load_weights_copies_the_actor_and_rejects_unknown_names(tokenizer, prompts):
     actor, rollout = tiny_qwen2(tokenizer, seed=2), tiny_qwen2(tokenizer, seed=3)
-    batcher = BatchedGenerator(rollout, [tokenizer.eos_token_id], tokenizer.pad_token_id)
+    batcher = RequestBatcher(rollout, [tokenizer.eos_token_id], tokenizer.pad_token_id)
     loaded = asyncio.run(batcher.load_weights(actor.state_dict().items()))
     assert loaded == len(actor.state_dict())
     params = [SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)]
@@ -245,9 +369,18 @@ def test_the_server_answers_verls_generate_call(model_path, prompts):
         )
 
     outputs = asyncio.run(run())
-    assert server.batch_sizes() == [len(prompts)]
+    assert server.decode_stats()["batches"] == 1 and server.decode_stats()["peak_rows"] == len(prompts)
     for prompt, output in zip(prompts, outputs, strict=True):
         assert 1 <= len(output.token_ids) <= 8 and output.stop_reason == "completed"
         assert output.extra_fields["global_steps"] == 3
-        expected = forward_log_probs(server.generator.model, prompt, output.token_ids, 1.0)
+        expected = forward_log_probs(server.batcher.model, prompt, output.token_ids, 1.0)
         torch.testing.assert_close(torch.tensor(output.log_probs), expected, atol=1e-4, rtol=0)
+
+
+def test_the_replica_lets_every_request_reach_the_server_queue():
+    """verl caps a server actor at max(1000, max_num_seqs + 16) concurrent calls; the requests beyond it would
+    wait in Ray and come back as small late batches, so the replica lifts the cap (the server queues them)."""
+    replica = object.__new__(HFRolloutReplica)
+    replica.config = SimpleNamespace(max_num_seqs=256)
+    assert replica.max_concurrency == MAX_CONCURRENT_REQUESTS > RolloutReplica.max_concurrency.fget(replica)
+    assert MAX_CONCURRENT_REQUESTS >= 1 << 20  # a million samples per validation
