@@ -138,7 +138,9 @@ ARITHMETIC = Task(
         sft_examples=4000,
         vocab_size=512,
         max_position_embeddings=256,
-        sft_steps=400,
+        # 480: the warm start solves 45% of validation samples (step accuracy 0.75). At 400 it solved 20% of them and
+        # no algorithm improved it within 32 steps at any learning rate; at 800 it solves 80% (little left for RL).
+        sft_steps=480,
         eval_samples=128,
         max_response_tokens=96,
     ),
