@@ -23,11 +23,19 @@ def estimators() -> dict[str, Callable]:
     return {ESTIMATOR_NAME: compute_bot_grpo_advantage, "pure": compute_pure_advantage, **BASELINES}
 
 
-def selects_plugin(adv_estimator: str, reward_manager_cls: type) -> bool:
-    """Whether a verl run uses the plugin: one of its estimators, or its reward manager or a subclass."""
-    from bot_grpo_verl.reward_manager import BoTTokenRewardManager
+def selects_plugin(config, reward_manager_cls: type) -> bool:
+    """Whether a verl run (its trainer ``config``) uses the plugin: one of its estimators, its reward manager or
+    a subclass, or its CPU-mode rollout (``+preset=cpu``, whatever the estimator)."""
+    from omegaconf import OmegaConf
 
-    return adv_estimator in estimators() or issubclass(reward_manager_cls, BoTTokenRewardManager)
+    from bot_grpo_verl.reward_manager import BoTTokenRewardManager
+    from bot_grpo_verl.verl_compat.cpu_patches import ROLLOUT_NAME
+
+    return (
+        config.algorithm.adv_estimator in estimators()
+        or issubclass(reward_manager_cls, BoTTokenRewardManager)
+        or OmegaConf.select(config, "actor_rollout_ref.rollout.name", throw_on_missing=False) == ROLLOUT_NAME
+    )
 
 
 def register() -> None:

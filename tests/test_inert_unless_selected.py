@@ -139,8 +139,9 @@ def test_a_plain_grpo_run_logs_and_reads_exactly_as_without_the_plugin(transfer_
         ["algorithm.adv_estimator=grpo", "reward.reward_manager.name=bot_token"],
         ["algorithm.adv_estimator=grpo_token_mean"],
         ["algorithm.adv_estimator=pure"],
+        ["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.name=hf_cpu"],
     ],
-    ids=["preset", "bot_token_manager_with_grpo", "baseline_estimator", "pure_estimator"],
+    ids=["preset", "bot_token_manager_with_grpo", "baseline_estimator", "pure_estimator", "cpu_mode_rollout"],
 )
 def test_a_run_that_selects_the_plugin_gets_the_reward_extra_metrics(transfer_queue, reads, overrides):
     (metrics, run_reads), (verl_metrics, verl_reads) = with_and_without_the_plugin("bot", reads, *overrides)

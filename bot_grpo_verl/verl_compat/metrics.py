@@ -5,8 +5,8 @@ extension point for training metrics. The wrapper of ``PPOTrainer._compute_metri
 (``verl/trainer/ppo/v1/trainer_base.py``) adds the mean of each scalar key as
 ``reward_extra/<key>/mean``, reading the samples' ``extra_fields`` from TransferQueue once per step.
 
-It does so only for a run that selects the plugin (one of its estimators, or its reward manager or a
-subclass), decided from the trainer's config at its first step; any other run keeps verl's metrics and
+It does so only for a run that selects the plugin (one of its estimators, its reward manager or a subclass,
+or its CPU-mode rollout), decided from the trainer's config at its first step; any other run keeps verl's metrics and
 TransferQueue reads exactly.
 """
 
@@ -15,15 +15,16 @@ from __future__ import annotations
 import inspect
 import numbers
 from collections.abc import Callable
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from bot_grpo_verl.verl_compat.guard import require, source_of, wrap_once
 
 METRIC_PREFIX = "reward_extra/"
 
-RunSelector = Callable[[str, type], bool]
-"""``selects(adv_estimator, reward_manager_cls)``: whether a run with ``algorithm.adv_estimator`` and the
-reward manager class verl resolved from ``reward.reward_manager`` uses the plugin."""
+RunSelector = Callable[[Any, type], bool]
+"""``selects(config, reward_manager_cls)``: whether a run with the trainer's ``config`` and the reward manager
+class verl resolved from ``reward.reward_manager`` uses the plugin."""
 
 
 def reward_extra_metrics(extra_fields: list) -> dict[str, float]:
@@ -70,7 +71,7 @@ def adapt_training_metrics(selects: RunSelector) -> None:
     def selected(trainer: PPOTrainer) -> bool:
         if trainer not in decisions:
             reward_manager_cls = trainer.reward_loop_manager.reward_manager_cls
-            decisions[trainer] = selects(trainer.config.algorithm.adv_estimator, reward_manager_cls)
+            decisions[trainer] = selects(trainer.config, reward_manager_cls)
         return decisions[trainer]
 
     def make_wrapper(compute_metrics):
