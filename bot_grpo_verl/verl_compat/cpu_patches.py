@@ -18,6 +18,7 @@ from typing import Any
 
 from bot_grpo_verl.verl_compat.cpu_platform import use_cpu_platform
 from bot_grpo_verl.verl_compat.guard import require, source_of
+from bot_grpo_verl.verl_compat.validation_metrics import vectorise_validation_bootstrap
 
 ROLLOUT_NAME = "hf_cpu"
 """``actor_rollout_ref.rollout.name`` under which the CPU mode's ``transformers`` rollout is registered."""
@@ -153,10 +154,12 @@ def register_rollout(server_adapter: str, load_replica: Callable[[], type]) -> N
 
 
 def apply_all(server_adapter: str, load_replica: Callable[[], type]) -> None:
-    """Select the CPU platform, apply every workaround and register the rollout (idempotent)."""
+    """Select the CPU platform, apply every workaround, register the rollout and make verl's validation
+    metrics cheap (:mod:`.validation_metrics`: same numbers) (idempotent)."""
     use_cpu_platform()
     use_gloo_backend()
     poll_replay_buffer_often()
     select_fsdp_engines()
     unpin_fsdp2_offload(importlib.import_module(FSDP_ENGINE_MODULE))
     register_rollout(server_adapter, load_replica)
+    vectorise_validation_bootstrap()
