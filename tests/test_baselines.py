@@ -7,7 +7,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_module
+from conftest import verl_config
 from reference import reference_bot_grpo
 from test_estimator import random_batch
 from verl import DataProto
@@ -77,11 +77,6 @@ def step_batch(generator, num_groups=5, group_size=4, length=20):
         rewards[i, ends] = torch.randint(0, 2, (len(ends),), generator=generator).float() * 2 - 1
         rewards[i, size - 1] = torch.randint(0, 2, (1,), generator=generator).float()
     return rewards, mask, index
-
-
-def algorithm_config(*overrides):
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        return compose("ppo_trainer", overrides=list(overrides)).algorithm
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -185,7 +180,7 @@ def test_shuffled_control_is_bot_grpo_on_the_shuffled_rewards():
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
 def test_verl_dispatches_each_baseline_by_name(name):
     assert get_adv_estimator_fn(name) is ESTIMATORS[name]
-    config = algorithm_config("+preset=bot_grpo", f"algorithm.adv_estimator={name}")
+    config = verl_config("+preset=bot_grpo", f"algorithm.adv_estimator={name}").algorithm
     rewards, mask, index = step_batch(torch.Generator().manual_seed(2))
     tensors = {"token_level_rewards": rewards, "response_mask": mask}
     data = DataProto.from_dict(tensors=tensors, non_tensors={"uid": index})

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.distributed as dist
-from hydra import compose, initialize_config_module
+from conftest import verl_config
 from verl.utils import distributed
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.device import get_device_id, get_device_name, get_nccl_backend, get_resource_name, get_torch_device
@@ -209,8 +209,7 @@ def test_the_platform_workaround_fails_loudly_when_verl_ignores_verl_platform(mo
 
 
 def test_the_cpu_preset_composes_with_verls_ppo_trainer():
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        config = compose("ppo_trainer", overrides=["+preset=[bot_grpo,cpu]"])
+    config = verl_config("+preset=[bot_grpo,cpu]")
     actor_rollout_ref = config.actor_rollout_ref
     assert config.algorithm.adv_estimator == "bot_grpo"
     assert actor_rollout_ref.rollout.name == cpu_patches.ROLLOUT_NAME

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import verl_config
 from cpu_assets import save_tiny_model, tiny_qwen2, tiny_tokenizer
-from hydra import compose, initialize_config_module
 from transformers import Qwen2Config, Qwen2ForCausalLM
 from verl.workers.rollout.replica import RolloutReplica
 
@@ -326,8 +326,7 @@ def model_path(tmp_path_factory):
 
 
 def cpu_config(*overrides):
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        return compose("ppo_trainer", overrides=["+preset=cpu", *overrides]).actor_rollout_ref
+    return verl_config("+preset=cpu", *overrides).actor_rollout_ref
 
 
 @pytest.mark.parametrize(("rank", "sends"), [(0, True), (1, False), (2, True)])

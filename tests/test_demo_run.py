@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_module
+from conftest import verl_config
 from PIL import Image
 
 from demo import run
@@ -121,8 +121,7 @@ def test_progress_shows_training_steps_and_validations():
 def test_demo_overrides_compose_in_verl_with_held_out_validation(tmp_path, algorithm):
     validation = Validation(("test",), every=10, samples=4)
     overrides = run.demo_overrides(ASSETS, algorithm, 60, tmp_path, 3, validation)
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        config = compose("ppo_trainer", overrides=overrides)
+    config = verl_config(*overrides)
     assert list(config.data.val_files) == ["/d/test.parquet"]
     assert config.trainer.val_before_train and config.trainer.test_freq == 10
     assert config.actor_rollout_ref.rollout.val_kwargs.n == 4

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import ray
 import transfer_queue as tq
-from hydra import compose, initialize_config_module
+from conftest import verl_config
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
 from verl.trainer.ppo.metric_utils import RolloutMoELoadBalanceMetricsAccumulator
 from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
@@ -59,11 +59,6 @@ def reads(monkeypatch):
 
     monkeypatch.setattr(tq, "kv_batch_get", spy)
     return calls
-
-
-def verl_config(*overrides):
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        return compose("ppo_trainer", overrides=list(overrides))
 
 
 def trainer_for(config) -> PPOTrainer:

@@ -5,7 +5,7 @@ import subprocess
 from types import SimpleNamespace
 
 import pytest
-from hydra import compose, initialize_config_module
+from conftest import verl_config
 
 from benchmarks import matrix
 
@@ -36,8 +36,7 @@ def test_merge_presets_gathers_every_preset_once():
 @pytest.mark.parametrize("algorithm", sorted(EXPECTED))
 def test_every_algorithm_run_composes_with_the_cpu_preset(algorithm, tmp_path):
     overrides = matrix.run_overrides(matrix.TASKS["react"], ASSETS, algorithm, 1, 5, tmp_path)
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        config = compose("ppo_trainer", overrides=overrides)
+    config = verl_config(*overrides)
     assert (config.algorithm.adv_estimator, config.reward.reward_manager.name) == EXPECTED[algorithm]
     assert config.actor_rollout_ref.rollout.name == "hf_cpu"  # the CPU preset
     assert config.trainer.total_training_steps == 5 and config.data.seed == 1
@@ -47,8 +46,7 @@ def test_every_algorithm_run_composes_with_the_cpu_preset(algorithm, tmp_path):
 @pytest.mark.parametrize(("cell", "options"), [("bot_grpo@noisy", {"noise": 1.0}), ("grpo@unbounded", {"scale": 10.0})])
 def test_reward_variants_of_the_stability_study_reach_the_reward_function(cell, options, tmp_path):
     overrides = matrix.run_overrides(matrix.TASKS["arith"], ASSETS, cell, 0, 5, tmp_path)
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        config = compose("ppo_trainer", overrides=overrides)
+    config = verl_config(*overrides)
     kwargs = dict(config.reward.custom_reward_function.reward_kwargs)
     assert {key: float(kwargs[key]) for key in options} == options
     assert str(matrix.ARITHMETIC_STEPS) in (config.reward.custom_reward_function.path, kwargs.get("token_reward_path"))
@@ -58,8 +56,7 @@ def test_reward_variants_of_the_stability_study_reach_the_reward_function(cell, 
 def test_protocol_runs_set_their_learning_rate_and_validate_on_the_held_out_splits(tmp_path):
     validation = matrix.Validation(("val", "test"), every=4, samples=8)
     overrides = matrix.run_overrides(matrix.TASKS["arith_hard"], ASSETS, "ps_grpo", 0, 32, tmp_path, 3e-5, validation)
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        config = compose("ppo_trainer", overrides=overrides)
+    config = verl_config(*overrides)
     assert config.actor_rollout_ref.actor.optim.lr == 3e-5
     assert list(config.data.val_files) == ["/d/val.parquet", "/d/test.parquet"]
     assert config.trainer.val_before_train and config.trainer.test_freq == 4
@@ -73,8 +70,7 @@ def test_protocol_runs_set_their_learning_rate_and_validate_on_the_held_out_spli
 def test_a_sweep_can_skip_the_validation_before_training(tmp_path):
     validation = matrix.parse_validation("val", 16, 4, before=False)
     overrides = matrix.run_overrides(matrix.TASKS["arith"], ASSETS, "grpo", 0, 32, tmp_path, 1e-5, validation)
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        config = compose("ppo_trainer", overrides=overrides)
+    config = verl_config(*overrides)
     assert not config.trainer.val_before_train and config.trainer.test_freq == 16
     assert list(config.data.val_files) == ["/d/val.parquet"]
     assert config.actor_rollout_ref.rollout.val_kwargs.n == 4
@@ -82,8 +78,7 @@ def test_a_sweep_can_skip_the_validation_before_training(tmp_path):
 
 def test_runs_without_validation_do_not_validate(tmp_path):
     overrides = matrix.run_overrides(matrix.TASKS["react"], ASSETS, "grpo", 0, 7, tmp_path)
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        config = compose("ppo_trainer", overrides=overrides)
+    config = verl_config(*overrides)
     assert config.trainer.test_freq == -1 and not config.trainer.val_before_train
     assert config.actor_rollout_ref.actor.optim.lr == 1e-4  # the base settings'
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from hydra import compose, initialize_config_module
+from conftest import verl_config
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
@@ -67,14 +67,13 @@ COMPOSED += [(t, m, "dapo") for t in algorithms.TASKS for m in OTHER_MODELS]
 def composed():
     """Compose verl's ``ppo_trainer`` with the given overrides, once per distinct list (seed 0)."""
     cache = {}
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
 
-        def get(*overrides):
-            if overrides not in cache:
-                cache[overrides] = compose("ppo_trainer", overrides=list(overrides))
-            return cache[overrides]
+    def get(*overrides):
+        if overrides not in cache:
+            cache[overrides] = verl_config(*overrides)
+        return cache[overrides]
 
-        yield get
+    return get
 
 
 def recipe(task, model, algorithm, seed=0):

@@ -10,7 +10,7 @@ import cloudpickle
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_module
+from conftest import verl_config
 from omegaconf import open_dict
 from reference import reference_bot_grpo, reference_token_values
 from tensordict import TensorDict
@@ -91,19 +91,15 @@ def functions_file(tmp_path_factory):
     return path
 
 
-def verl_config(tokenizer_dir, functions_file, function="spans", *overrides):
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        config = compose(
-            "ppo_trainer",
-            overrides=[
-                "+preset=bot_grpo",
-                f"actor_rollout_ref.model.path={tokenizer_dir}",
-                f"reward.custom_reward_function.path={functions_file}",
-                f"reward.custom_reward_function.name={function}",
-                *overrides,
-            ],
-        )
-    return config
+def reward_config(tokenizer_dir, functions_file, function="spans", *overrides):
+    """verl's config with the bot_grpo preset, the tokenizer and the reward function ``function`` of the file."""
+    return verl_config(
+        "+preset=bot_grpo",
+        f"actor_rollout_ref.model.path={tokenizer_dir}",
+        f"reward.custom_reward_function.path={functions_file}",
+        f"reward.custom_reward_function.name={function}",
+        *overrides,
+    )
 
 
 def agent_loop_sample(tokenizer, response: str, uid="p0", ground_truth="42") -> DataProto:
@@ -154,7 +150,7 @@ def spans_of(text):
 
 @pytest.mark.parametrize("function", ["spans", "async_spans"])
 def test_run_single_returns_dense_rewards_and_scalar_logs(tokenizer_dir, functions_file, function):
-    config = verl_config(tokenizer_dir, functions_file, function)
+    config = reward_config(tokenizer_dir, functions_file, function)
     tokenizer = byte_level_bpe()
     response = RESPONSES[1]
     result = run_in_worker_loop(
@@ -174,7 +170,7 @@ def test_run_single_returns_dense_rewards_and_scalar_logs(tokenizer_dir, functio
 
 
 def test_a_float_returning_function_gives_the_outcome_on_every_token(tokenizer_dir, functions_file):
-    config = verl_config(tokenizer_dir, functions_file, "outcome")
+    config = reward_config(tokenizer_dir, functions_file, "outcome")
     tokenizer = byte_level_bpe()
     result = run_in_worker_loop(
         lambda: load_reward_manager(config, tokenizer),
@@ -185,7 +181,7 @@ def test_a_float_returning_function_gives_the_outcome_on_every_token(tokenizer_d
 
 
 def test_clip_range_and_outcome_weight_options(tokenizer_dir, functions_file):
-    config = verl_config(
+    config = reward_config(
         tokenizer_dir,
         functions_file,
         "spans",
@@ -214,7 +210,7 @@ def test_clip_range_and_outcome_weight_options(tokenizer_dir, functions_file):
     ],
 )
 def test_bad_results_name_the_sample(tokenizer_dir, functions_file, function, message):
-    config = verl_config(tokenizer_dir, functions_file, function)
+    config = reward_config(tokenizer_dir, functions_file, function)
     tokenizer = byte_level_bpe()
     with pytest.raises(RuntimeError, match=rf"bot_token reward failed for sample uid=p7 .*{message}"):
         run_in_worker_loop(
@@ -233,7 +229,7 @@ def test_bad_results_name_the_sample(tokenizer_dir, functions_file, function, me
     ],
 )
 def test_unsupported_trainers_and_bad_options_are_refused_at_start_up(tokenizer_dir, functions_file, override, message):
-    config = verl_config(tokenizer_dir, functions_file, "spans", override)
+    config = reward_config(tokenizer_dir, functions_file, "spans", override)
     with pytest.raises((RuntimeError, ValueError), match=message):
         run_in_worker_loop(lambda: load_reward_manager(config, byte_level_bpe()), lambda manager: asyncio.sleep(0))
 
@@ -257,7 +253,7 @@ def test_token_reward_score_holds_the_rewards_as_rm_scores_does():
 
 @pytest.mark.parametrize("manager", ["naive", "bot_token"])
 def test_numpy_scalars_are_accepted_as_by_verls_own_managers(tokenizer_dir, functions_file, manager):
-    config = verl_config(tokenizer_dir, functions_file, "numpy_scalars", f"reward.reward_manager.name={manager}")
+    config = reward_config(tokenizer_dir, functions_file, "numpy_scalars", f"reward.reward_manager.name={manager}")
     tokenizer = byte_level_bpe()
     result = run_in_worker_loop(
         lambda: load_reward_manager(config, tokenizer),
@@ -270,7 +266,7 @@ def test_numpy_scalars_are_accepted_as_by_verls_own_managers(tokenizer_dir, func
 def test_the_response_is_decoded_at_most_once(tokenizer_dir, functions_file, clean_up_spaces, decodes):
     """verl's naive manager decodes each response once; bot_token takes the text from its byte table where
     that is the decode, and decodes once to check it where the tokenizer may clean up spaces."""
-    config = verl_config(tokenizer_dir, functions_file, "spans")
+    config = reward_config(tokenizer_dir, functions_file, "spans")
     tokenizer = counting_decodes(byte_level_bpe())
     tokenizer.clean_up_tokenization_spaces = clean_up_spaces
     result = run_in_worker_loop(
@@ -283,7 +279,7 @@ def test_the_response_is_decoded_at_most_once(tokenizer_dir, functions_file, cle
 
 def test_an_empty_response_gets_no_token_rewards(tokenizer_dir, functions_file):
     """verl pads a response the policy ended at once: its attention mask over the response is all 0."""
-    config = verl_config(tokenizer_dir, functions_file, "spans")
+    config = reward_config(tokenizer_dir, functions_file, "spans")
     tokenizer = byte_level_bpe()
     sample = agent_loop_sample(tokenizer, "x")
     sample.batch["attention_mask"][0, -2:] = 0
@@ -339,7 +335,7 @@ def test_assemble_rm_scores_on_a_colocated_batch():
 def test_reward_worker_to_agent_loop_output_to_bot_grpo_advantages(tokenizer_dir, functions_file):
     """verl's RewardLoopWorker scores a group, AgentLoopOutput.as_dict builds rm_scores, and verl's
     compute_advantage with bot_grpo yields the advantages the spec predicts."""
-    config = verl_config(tokenizer_dir, functions_file, "spans")
+    config = reward_config(tokenizer_dir, functions_file, "spans")
     tokenizer = byte_level_bpe()
 
     async def score_group(worker):
@@ -386,7 +382,7 @@ def test_training_metrics_average_scalar_reward_extra_info():
 
 
 def test_preset_selects_estimator_and_reward_manager_in_one_override(tokenizer_dir, functions_file):
-    config = verl_config(tokenizer_dir, functions_file)
+    config = reward_config(tokenizer_dir, functions_file)
     assert config.algorithm.adv_estimator == "bot_grpo"
     assert config.reward.reward_manager.name == "bot_token"
     with open_dict(config):

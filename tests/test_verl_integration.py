@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_module
+from conftest import verl_config
 from reference import reference_bot_grpo
 from test_estimator import random_batch
 from verl import DataProto
@@ -18,11 +18,6 @@ from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
 from bot_grpo_verl.estimator import compute_bot_grpo_advantage
 from bot_grpo_verl.verl_compat import UnsupportedVerl, check_verl_version, guard
-
-
-def verl_config(*overrides):
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        return compose("ppo_trainer", overrides=list(overrides))
 
 
 def data_proto(rewards, mask, index):
