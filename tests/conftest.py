@@ -1,6 +1,9 @@
 """What the test modules share: verl's composed hydra config, the tiny tokenizers, the tiny Qwen2 models.
 
-Helpers are plain functions, imported by name (``from conftest import verl_config``).
+Helpers are plain functions, imported by name (``from conftest import verl_config``). Each tiny asset has one
+builder: every tokenizer in :mod:`tokenizer_fixtures` (``byte_level_bpe_model`` trains the byte-level BPEs;
+``benchmarks/reward_path_speed.py`` loads that file by path), the tiny Qwen2 and the CPU-mode files in
+:mod:`cpu_assets` (its model is the demo's ``build_model`` at test sizes).
 """
 
 from hydra import compose, initialize_config_module

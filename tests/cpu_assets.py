@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from tokenizer_fixtures import byte_level_bpe_model
 from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
 
 from demo.tiny_model import CHAT_TEMPLATE, EOS_TOKEN, PAD_TOKEN, SPECIAL_TOKENS, build_model
@@ -28,19 +28,11 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 
 def tiny_tokenizer() -> PreTrainedTokenizerFast:
     """Byte-level BPE (vocab ~300) with Qwen-style chat tokens and template."""
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tokenizer.train_from_iterator([WORDS] * 50, trainer)
-    from tokenizers import decoders
-
-    tokenizer.decoder = decoders.ByteLevel()
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, chat_template=CHAT_TEMPLATE
+        tokenizer_object=byte_level_bpe_model([WORDS] * 50, 300, SPECIAL_TOKENS),
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        chat_template=CHAT_TEMPLATE,
     )
 
 

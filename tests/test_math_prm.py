@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tokenizer_fixtures import byte_level_bpe_model
 
 from bot_grpo_verl.rewards import (
     answer_check,
@@ -45,7 +46,6 @@ STEPS = [text.strip() for text in RESPONSE.split("\n\n")]
 @pytest.fixture(scope="module")
 def prm_dirs(tmp_path_factory):
     """``{"classifier": dir, "lm": dir}``: tiny PRM checkpoints with a locally trained tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import (
         LlamaConfig,
         LlamaForCausalLM,
@@ -55,15 +55,7 @@ def prm_dirs(tmp_path_factory):
     )
 
     corpus = [RESPONSE, QUESTION, "Let x = 4 - 1, then x = 3 and 10 * 3 = 30."] * 20
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=320,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=["<pad>", "<extra_0>", "<|im_start|>", "<|im_end|>"],
-    )
-    tokenizer.train_from_iterator(corpus, trainer)
+    tokenizer = byte_level_bpe_model(corpus, 320, ["<pad>", "<extra_0>", "<|im_start|>", "<|im_end|>"])
     tokenizer.add_tokens(["ки"])  # Math-Shepherd's step tag is an ordinary vocabulary token
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>")
     sizes = dict(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -28,15 +29,22 @@ CORPUS = [
 SPECIAL = ["<|endoftext|>", "<|pad|>", "<|im_start|>", "<|im_end|>"]
 
 
-@functools.cache
-def byte_level_bpe() -> PreTrainedTokenizerFast:
+def byte_level_bpe_model(corpus: Sequence[str], vocab_size: int, special_tokens: Sequence[str]) -> Tokenizer:
+    """A byte-level BPE (GPT-2 style: every byte in the alphabet, no prefix space) trained on ``corpus``,
+    ``special_tokens`` first in its vocabulary; wrap it in ``PreTrainedTokenizerFast`` with its own tokens."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=500, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab_size, special_tokens=list(special_tokens), initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    tokenizer.train_from_iterator(CORPUS, trainer)
+    tokenizer.train_from_iterator(corpus, trainer)
+    return tokenizer
+
+
+@functools.cache
+def byte_level_bpe() -> PreTrainedTokenizerFast:
+    tokenizer = byte_level_bpe_model(CORPUS, 500, SPECIAL)
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|pad|>")
 
 
