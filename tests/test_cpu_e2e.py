@@ -21,6 +21,7 @@ from reference import reference_bot_grpo
 
 from bot_grpo_verl.verl_compat.cpu_platform import accelerator_present
 
+pytestmark = pytest.mark.slow  # verl's whole trainer: minutes
 TIMEOUT_S = 900  # ~70 s on an idle 2-core machine; generous for a loaded one
 SPY_MODULE = "bot_grpo_estimator_spy"
 SPY_SOURCE = '''

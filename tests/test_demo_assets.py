@@ -47,7 +47,7 @@ def cache_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def built(cache_dir):
+def built(cache_dir):  # the demo's warm start, a minute or more: every test using it is marked slow
     return build_assets(cache_dir, seed=3, settings=TINY, progress=lambda message: None)
 
 
@@ -86,6 +86,7 @@ def test_settings_reject_bad_values():
         DemoSettings(sft_batch_size=0)
 
 
+@pytest.mark.slow
 def test_tokenizer_round_trips_tsx_and_unicode_as_verl_loads_it(built):
     tokenizer = AutoTokenizer.from_pretrained(built.tokenizer_dir)  # what verl's hf_tokenizer does
     assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
@@ -102,6 +103,7 @@ def test_tokenizer_round_trips_tsx_and_unicode_as_verl_loads_it(built):
     assert len(tokenizer(responses[0])["input_ids"]) < len(responses[0].encode()) / 2  # BPE merged something
 
 
+@pytest.mark.slow
 def test_rl_parquet_has_verls_columns(built):
     splits = (
         (built.train_parquet, TINY.train_prompts, "train"),
@@ -127,6 +129,7 @@ def test_rl_parquet_has_verls_columns(built):
     assert len(test) == TINY.test_prompts
 
 
+@pytest.mark.slow
 def test_verls_rlhf_dataset_reads_the_parquet_with_the_built_tokenizer(built, tmp_path):
     from verl.utils import hf_tokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -157,6 +160,7 @@ def test_verls_rlhf_dataset_reads_the_parquet_with_the_built_tokenizer(built, tm
     assert ids[0] == tokenizer.convert_tokens_to_ids("<|im_start|>")
 
 
+@pytest.mark.slow
 def test_saved_model_loads_generates_and_is_the_trained_one(built):
     model = AutoModelForCausalLM.from_pretrained(built.model_dir)
     tokenizer = AutoTokenizer.from_pretrained(built.tokenizer_dir)
@@ -180,6 +184,7 @@ def test_saved_model_loads_generates_and_is_the_trained_one(built):
         assert tokenizer.eos_token_id not in ids[:-1]  # cut after the first EOS
 
 
+@pytest.mark.slow
 def test_sft_lowers_the_held_out_response_loss(built):
     metrics = built.metrics
     assert metrics["sft_loss_before"] == pytest.approx(torch.log(torch.tensor(TINY.vocab_size)).item(), rel=0.1)
@@ -191,6 +196,7 @@ def test_sft_lowers_the_held_out_response_loss(built):
         assert 0.0 <= metrics["compile_rate"] <= 1.0
 
 
+@pytest.mark.slow
 def test_second_build_comes_from_the_cache(built, cache_dir):
     messages = []
     again = build_assets(cache_dir, seed=3, settings=TINY, progress=messages.append)
@@ -201,6 +207,7 @@ def test_second_build_comes_from_the_cache(built, cache_dir):
     assert assets.cache_key(TINY, seed=3) == built.root.name != assets.cache_key(TINY, seed=4)
 
 
+@pytest.mark.slow
 def test_the_cache_key_hashes_every_demo_module_the_build_loads():
     """An edit to any module that ``python -m demo.assets`` runs, or to a task's corpus generator, rebuilds."""
     script = "import sys, demo.assets; print(*(m.__file__ for n, m in sys.modules.items() if n.startswith('demo.')))"
@@ -209,6 +216,7 @@ def test_the_cache_key_hashes_every_demo_module_the_build_loads():
     assert {Path(path) for path in loaded.stdout.split()} == hashed
 
 
+@pytest.mark.slow
 def test_the_cli_runs_from_the_repository_root():
     run = subprocess.run([sys.executable, "-m", "demo.assets", "--help"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0 and "--cache-dir" in run.stdout, run.stderr

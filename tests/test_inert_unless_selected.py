@@ -34,6 +34,9 @@ BATCH_MULTIPLE = 4  # verl adds one synthetic padding row, a copy of the first s
 TIMING = {"step": 2.0, "gen": 1.0}
 
 
+pytestmark = pytest.mark.slow  # a Ray cluster for verl's TransferQueue
+
+
 @pytest.fixture(scope="module")
 def transfer_queue():
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes

@@ -516,6 +516,7 @@ def test_bad_argument_types():
 # ---------------------------------------------------------------- verl's own loader
 
 
+@pytest.mark.slow
 def test_loads_and_runs_through_verls_custom_reward_loader(prm_dirs, tmp_path):
     """A fresh interpreter outside the repository, as a verl reward worker: verl's get_custom_reward_fn
     loads the file by path and merges reward_kwargs into the call."""

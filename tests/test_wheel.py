@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds, installs into a venv: minutes
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.13.0"
 BROKEN_TSX = "Here it is:\n```tsx\nexport default function App() {\n  return <div>{1 +}</div>;\n}\n```\n"
