@@ -217,12 +217,16 @@ def test_a_result_is_accepted_exactly_when_every_value_is_good(data):
     ).items():
         result[key] = value
         good &= ok or type(value) in (bool, np.bool_)  # bools are fine as logged values
-    if not good:
+    if good:
+        assert_parsed_exactly(parse_reward_result(result, text_length, tokens), result, kind)
+    else:
         with pytest.raises(ValueError):
             parse_reward_result(result, text_length, tokens)
-        return
-    parsed = parse_reward_result(result, text_length, tokens)
-    assert parsed.score == float(score)
+
+
+def assert_parsed_exactly(parsed, result: dict, kind: str) -> None:
+    """``parsed`` holds ``result``'s values as Python floats and ints, nothing dropped or added."""
+    assert parsed.score == float(result["score"])
     if kind == "spans":
         assert parsed.spans == tuple((int(a), int(b), float(v)) for a, b, v in result["spans"])
     if kind == "token_rewards":
