@@ -433,13 +433,27 @@ def test_question_reaches_the_prm(prm_dirs):
     assert with_question["spans"] == other_key["spans"] and with_question["spans"] != without["spans"]
 
 
-def test_concurrent_calls_equal_sequential_calls(prm_dirs):
+def test_concurrent_calls_are_scored_in_one_batch_and_equal_sequential_calls(prm_dirs, monkeypatch):
     responses = [RESPONSE, "x = 2\n\nso \\boxed{2}", "1 + 1 = 3", RESPONSE.replace("1/2", "1/3"), "no\n\nidea"] * 2
     sequential = [math_prm.compute_score("m", text, "0.5", None, **options(prm_dirs)) for text in responses]
-    with ThreadPoolExecutor(5) as pool:
+    scorer = config(prm_dirs).scorer()
+    threads, batches, score = 5, [], scorer.backend.probabilities
+
+    def first_batch_waits_for_the_other_threads(ids, positions):
+        """The first batch runs once every other thread's call is queued behind it: the calls overlap."""
+        deadline = time.monotonic() + 60
+        while not batches and len(scorer._batcher._waiting) < threads - 1:
+            assert time.monotonic() < deadline, "the other calls never reached the PRM while one was scoring"
+            time.sleep(0.001)
+        batches.append(len(ids))
+        return score(ids, positions)
+
+    monkeypatch.setattr(scorer.backend, "probabilities", first_batch_waits_for_the_other_threads)
+    with ThreadPoolExecutor(threads) as pool:
         concurrent = list(
             pool.map(lambda t: math_prm.compute_score("m", t, "0.5", None, **options(prm_dirs)), responses)
         )
+    assert batches[:2] == [1, threads - 1] and sum(batches) == len(responses)
     for one, other in zip(sequential, concurrent, strict=True):
         assert one["score"] == other["score"]
         assert_spans_close(one["spans"], other["spans"])
