@@ -178,10 +178,34 @@ def test_saved_model_loads_generates_and_is_the_trained_one(built):
     assert sft.response_loss(model, held_out) == pytest.approx(built.metrics["sft_loss_after"], rel=1e-4)
 
     responses = sft.sample_responses(model, tokenizer, [val[0].prompt, val[1].prompt], max_new_tokens=6, seed=0)
-    assert len(responses) == 2
+    assert responses == sft.sample_responses(model, tokenizer, [val[0].prompt, val[1].prompt], 6, seed=0)
     for ids in responses:
         assert 1 <= len(ids) <= 6
         assert tokenizer.eos_token_id not in ids[:-1]  # cut after the first EOS
+
+
+@pytest.mark.slow
+def test_sampling_draws_from_the_models_own_distribution(built):
+    """Temperature 1, no top-k/top-p, left padding invisible: over prompts of different lengths batched
+    together, first tokens fall into ten bins of the model's own softmax (each prompt alone, tokens sorted by
+    probability, ~10% of the mass a bin) as often as that softmax says. Top-k, a temperature or padding
+    leaking into attention all move mass between the bins."""
+    model = AutoModelForCausalLM.from_pretrained(built.model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(built.tokenizer_dir)
+    prompts = sorted((row[0]["content"] for row in pd.read_parquet(built.val_parquet).prompt), key=len)[::-1]
+    prompts = [prompts[0], prompts[-1]]  # the longest and the shortest: the shortest is left-padded
+    draws = 3000
+    first = sft.sample_responses(model, tokenizer, prompts * draws, max_new_tokens=1, seed=0, batch_size=2 * draws)
+    for k, prompt in enumerate(prompts):
+        with torch.no_grad():
+            expected = torch.softmax(model(torch.tensor([prompt_ids(tokenizer, prompt)])).logits[0, -1].double(), -1)
+        order = expected.argsort(descending=True)
+        bin_of = torch.empty_like(order)
+        bin_of[order] = (10 * (expected[order].cumsum(0) - expected[order])).long().clamp(max=9)
+        expected_mass = torch.zeros(10, dtype=torch.double).index_add(0, bin_of, expected)
+        sampled = torch.tensor([ids[0] for ids in first[k :: len(prompts)]])
+        observed_mass = torch.bincount(bin_of[sampled], minlength=10).double() / draws
+        assert 0.5 * (observed_mass - expected_mass).abs().sum().item() < 0.04, (prompt, observed_mass, expected_mass)
 
 
 @pytest.mark.slow
