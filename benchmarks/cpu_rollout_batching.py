@@ -1,11 +1,12 @@
 """Throughput of the CPU rollout (``hf_cpu``) with concurrent requests batched vs one request at a time.
 
-The same 64 requests (random prompts of 16-48 tokens, 64 new tokens each, EOS ignored so that every
-setting does the same work) go through :class:`bot_grpo_verl.cpu.batching.RequestBatcher`, the
-batching queue behind the rollout server, from 1, 4, 16 and 64 concurrent clients. One client is one
-request at a time; 64 clients is a whole GRPO batch arriving together, as verl's agent loop sends it.
+The same 64 requests (the demo's React prompts, through the demo's tokenizer and policy builder at its
+default sizes, random weights; 64 new tokens each, EOS ignored so that every setting does the same work) go
+through :class:`bot_grpo_verl.cpu.batching.RequestBatcher`, the batching queue behind the rollout server,
+from 1, 4, 16 and 64 concurrent clients. One client is one request at a time; 64 clients is a whole GRPO
+batch arriving together, as verl's agent loop sends it.
 
-    python benchmarks/cpu_rollout_batching.py --out benchmarks/results/cpu_rollout_batching.json
+    python -m benchmarks.cpu_rollout_batching --out benchmarks/results/cpu_rollout_batching.json
 """
 
 from __future__ import annotations
@@ -19,34 +20,26 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2ForCausalLM
 
 from bot_grpo_verl.cpu.batching import RequestBatcher
 from bot_grpo_verl.cpu.sampling_params import SamplingParams
+from demo.settings import DemoSettings
+from demo.tasks import REACT
+from demo.tiny_model import build_model, prompt_ids, train_tokenizer
 
 TARGET_SPEEDUP = 4.0
 
 
-def build_model(seed: int) -> Qwen2ForCausalLM:
-    """A random ~3M-parameter Qwen2 (vocabulary 2048), the size of the demo's tiny policy."""
-    torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=2048,
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-    )
-    return Qwen2ForCausalLM(config).eval()
-
-
-def make_prompts(count: int, vocab: int, seed: int) -> list[list[int]]:
-    generator = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(16, 49, (count,), generator=generator)
-    return [torch.randint(3, vocab, (int(n),), generator=generator).tolist() for n in lengths]
+def demo_policy_and_prompts(count: int, seed: int) -> tuple[Qwen2ForCausalLM, list[list[int]]]:
+    """The demo's React policy at its default sizes (random weights: throughput does not depend on them) and
+    the token ids of ``count`` of its RL prompts, with a tokenizer trained as the demo trains it."""
+    settings = DemoSettings()
+    examples = REACT.generate(count + settings.sft_examples, seed)
+    prompts, corpus = examples[:count], examples[count:]
+    tokenizer = train_tokenizer([f"{e.prompt}\n{e.response}" for e in corpus], settings.vocab_size)
+    model = build_model(tokenizer, seed, **settings.architecture).eval()
+    return model, [prompt_ids(tokenizer, example.prompt) for example in prompts]
 
 
 async def serve(batcher: RequestBatcher, prompts: list[list[int]], params: SamplingParams, clients: int) -> int:
@@ -100,8 +93,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    model = build_model(args.seed)
-    prompts = make_prompts(args.requests, model.config.vocab_size, args.seed)
+    model, prompts = demo_policy_and_prompts(args.requests, args.seed)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=1.0, ignore_eos=True)
     measure(model, prompts[:4], params, 4)  # warm-up
     results = [measure(model, prompts, params, clients) for clients in (1, 4, 16, args.requests)]
