@@ -12,6 +12,9 @@ interruption, on another machine too. The protocol and its report: benchmarks/PR
 
     python -m benchmarks.matrix --task arith --algorithms grpo,bot_grpo --lrs 3e-5,1e-4 --seeds 0,1 \
         --steps 32 --validate val --results benchmarks/results/protocol/sweep --commit
+    python -m benchmarks.matrix --task arith --algorithms grpo,bot_grpo --seeds 100,101,102 --steps 32 \
+        --chosen-lrs benchmarks/results/protocol/arith/sweep.json --validate test --test-freq 8 --val-n 8 \
+        --results benchmarks/results/protocol --commit --no-report
     python -m benchmarks.matrix --task react --seeds 0,1,2 --steps 20 --validate none \
         --algorithms grpo,dr_grpo,dapo,gspo,pure,bot_grpo --runs runs/matrix --out benchmarks/results
 """
@@ -157,11 +160,32 @@ def run_folder(runs: Path, task_name: str, cell: str, lr: float | None, seed: in
     return runs / task_name / cell / (f"lr{lr:g}" if lr is not None else "") / f"seed{seed}"
 
 
+def plan_runs(
+    cells: list[str], lrs: list[float | None], seeds: list[int], chosen: dict[str, float] | None = None
+) -> list[tuple[str, float | None, int]]:
+    """The runs ``(cell, lr, seed)`` in order: seed by seed, every cell at every learning rate of ``lrs``, or at
+    its own one from ``chosen`` (``{cell: lr}``, see :func:`chosen_lrs`), so an interrupted matrix has as many
+    seeds of every cell as it can.
+
+    Raises:
+        ValueError: a cell without a chosen learning rate.
+    """
+    if chosen is None:
+        return [(cell, lr, seed) for seed in seeds for lr in lrs for cell in cells]
+    missing = sorted(set(cells) - set(chosen))
+    if missing:
+        raise ValueError(f"no chosen learning rate for {missing}; chosen: {chosen}")
+    return [(cell, chosen[cell], seed) for seed in seeds for cell in cells]
+
+
+def chosen_lrs(path: Path) -> dict[str, float]:
+    """``{cell: lr}`` from the sweep's ``sweep.json`` (written by :mod:`benchmarks.protocol_report`)."""
+    return {cell: float(info["lr"]) for cell, info in json.loads(path.read_text())["chosen"].items()}
+
+
 def run_matrix(
     task_name: str,
-    cells: list[str],
-    lrs: list[float | None],
-    seeds: list[int],
+    plan: list[tuple[str, float | None, int]],
     steps: int,
     runs: Path,
     cache: Path,
@@ -170,6 +194,7 @@ def run_matrix(
     commit_results: bool,
 ) -> None:
     task = TASKS[task_name]
+    cells = sorted({cell for cell, _, _ in plan})
     unknown = sorted(cell for cell in cells if cell.partition("@")[0] not in ALGORITHMS)
     unknown += sorted(cell for cell in cells if cell.partition("@")[2] not in task.variants)
     if unknown:
@@ -181,7 +206,6 @@ def run_matrix(
         raise ValueError(f"task {task_name} has no held-out problems to validate on; use --validate none")
     assets = build_assets(cache, task=task.assets)
     problems = problem_index(assets, validation.splits) if validation else {}
-    plan = [(cell, lr, seed) for seed in seeds for lr in lrs for cell in cells]
     for number, (cell, lr, seed) in enumerate(plan, 1):
         out = run_folder(runs, task_name, cell, lr, seed)
         name = f"[{number}/{len(plan)}] {cell} lr {lr if lr is not None else 'base'} seed {seed}"
@@ -216,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--algorithms", default="grpo,dr_grpo,dapo,gspo,pure,bot_grpo")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--lrs", default="", help="actor learning rates, e.g. 1e-5,3e-5,1e-4 (default: the base 1e-4)")
+    parser.add_argument(
+        "--chosen-lrs", type=Path, help="each algorithm at its own learning rate from a sweep.json (protocol_report)"
+    )
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--validate", default="none", help="none, val, test or val+test")
     parser.add_argument("--test-freq", type=int, default=4, help="validate every this many steps")
@@ -233,14 +260,15 @@ def main(argv: list[str] | None = None) -> int:
 
     task = TASKS[args.task]
     if not args.report_only:
+        if args.lrs and args.chosen_lrs:
+            parser.error("--lrs and --chosen-lrs exclude each other")
         lrs = [float(lr) for lr in args.lrs.split(",")] if args.lrs else [None]
         seeds = [int(seed) for seed in args.seeds.split(",")]
+        chosen = chosen_lrs(args.chosen_lrs) if args.chosen_lrs else None
         validation = parse_validation(args.validate, args.test_freq, args.val_n, not args.no_val_before)
         run_matrix(
             args.task,
-            args.algorithms.split(","),
-            lrs,
-            seeds,
+            plan_runs(args.algorithms.split(","), lrs, seeds, chosen),
             args.steps,
             args.runs.resolve(),
             args.cache_dir,

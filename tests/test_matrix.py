@@ -102,13 +102,29 @@ def test_held_out_counts_assign_each_sample_to_its_problem_and_split(tmp_path):
         matrix.held_out_counts(dump, problems)
 
 
+def test_runs_go_seed_by_seed_at_every_lr_or_at_each_cells_chosen_one(tmp_path):
+    assert matrix.plan_runs(["grpo", "bot_grpo"], [1e-5, 1e-4], [0, 1]) == [
+        ("grpo", 1e-5, 0), ("bot_grpo", 1e-5, 0), ("grpo", 1e-4, 0), ("bot_grpo", 1e-4, 0),
+        ("grpo", 1e-5, 1), ("bot_grpo", 1e-5, 1), ("grpo", 1e-4, 1), ("bot_grpo", 1e-4, 1),
+    ]  # fmt: skip
+    sweep = tmp_path / "sweep.json"
+    chosen = {"grpo": {"lr": 3e-05, "chosen_by": "grpo"}, "dr_grpo": {"lr": 3e-05, "chosen_by": "grpo"},
+              "bot_grpo": {"lr": 0.0001, "chosen_by": "bot_grpo"}}  # fmt: skip
+    sweep.write_text(json.dumps({"task": "arith", "chosen": chosen}))
+    assert matrix.plan_runs(["bot_grpo", "dr_grpo"], [None], [100, 101], matrix.chosen_lrs(sweep)) == [
+        ("bot_grpo", 1e-4, 100), ("dr_grpo", 3e-5, 100), ("bot_grpo", 1e-4, 101), ("dr_grpo", 3e-5, 101),
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match=r"no chosen learning rate for \['pure'\]"):
+        matrix.plan_runs(["grpo", "pure"], [None], [100], matrix.chosen_lrs(sweep))
+
+
 def test_an_unknown_cell_or_a_task_without_held_out_problems_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="unknown algorithm"):
-        matrix.run_matrix("arith", ["grpo", "nope"], [None], [0], 1, tmp_path, tmp_path, None, None, False)
+        matrix.run_matrix("arith", [("grpo", None, 0), ("nope", None, 0)], 1, tmp_path, tmp_path, None, None, False)
     without = matrix.CpuTask(matrix.REACT, matrix.REACT_TSX, "reward_extra/compiled/mean", 0.8, {"": ()}, False)
     monkeypatch.setitem(matrix.TASKS, "no_held_out", without)
     with pytest.raises(ValueError, match="no held-out problems"):
-        matrix.run_matrix("no_held_out", ["grpo"], [None], [0], 1, tmp_path, tmp_path, matrix.Validation(), None, False)
+        matrix.run_matrix("no_held_out", [("grpo", None, 0)], 1, tmp_path, tmp_path, matrix.Validation(), None, False)
 
 
 def test_a_run_summary_is_committed_alone_in_the_repository_that_holds_it(tmp_path):
