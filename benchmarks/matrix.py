@@ -77,6 +77,7 @@ class CpuTask:
             variant of the reward (``""``: the clean default), for the stability study.
         held_out: whether runs can validate on the held-out val and test problems (verl's validation,
             dumped to ``<run>/validation/<step>.jsonl``, scored by the reward's ``acc``).
+        metric_name: what ``metric`` and the held-out ``acc`` measure, on the progress lines.
     """
 
     assets: Task
@@ -85,6 +86,7 @@ class CpuTask:
     threshold: float
     variants: dict[str, tuple[tuple[str, str], ...]]
     held_out: bool = False
+    metric_name: str = "compile rate"
 
 
 # The stability study's variants: the exact step verifier's clean, bounded rewards against the same rewards
@@ -92,8 +94,12 @@ class CpuTask:
 ARITHMETIC_VARIANTS = {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("scale", "10.0"),)}
 TASKS = {
     "react": CpuTask(REACT, REACT_TSX, "reward_extra/compiled/mean", 0.8, {"": ()}, True),
-    "arith": CpuTask(ARITHMETIC, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.6, ARITHMETIC_VARIANTS, True),
-    "arith_hard": CpuTask(ARITHMETIC_HARD, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.3, ARITHMETIC_VARIANTS, True),
+    "arith": CpuTask(
+        ARITHMETIC, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.6, ARITHMETIC_VARIANTS, True, "solve rate"
+    ),
+    "arith_hard": CpuTask(
+        ARITHMETIC_HARD, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.3, ARITHMETIC_VARIANTS, True, "solve rate"
+    ),
 }
 
 
@@ -217,7 +223,8 @@ def run_matrix(
         print(f"{name}: {steps} steps -> {out}", flush=True)
         started = time.monotonic()
         try:
-            run_verl(run_overrides(task, assets, cell, seed, steps, out, lr, validation), out, steps)
+            overrides = run_overrides(task, assets, cell, seed, steps, out, lr, validation)
+            run_verl(overrides, out, steps, success=(task.metric, task.metric_name))
         except RuntimeError as error:
             print(f"{name}: FAILED\n{error}", flush=True)
             continue

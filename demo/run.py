@@ -104,10 +104,18 @@ def verl_command(overrides: list[str]) -> list[str]:
     return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
 
 
-def run_verl(overrides: list[str], out: Path, steps: int, echo_progress: bool = True, label: str = "") -> list[dict]:
+def run_verl(
+    overrides: list[str],
+    out: Path,
+    steps: int,
+    echo_progress: bool = True,
+    label: str = "",
+    success: tuple[str, str] = (COMPILE_RATE, "compile rate"),
+) -> list[dict]:
     """Run ``main_ppo`` with ``overrides``; verl's metrics go to ``out/metrics.jsonl``, its output to
-    ``out/verl.log``. Prints a progress line per step and per validation (prefixed by ``label``); returns
-    the metrics, or raises naming the log when verl fails or logs fewer than ``steps`` training steps."""
+    ``out/verl.log``. Prints a progress line per step and per validation (prefixed by ``label``; ``success``
+    as in :func:`progress_lines`); returns the metrics, or raises naming the log when verl fails or logs
+    fewer than ``steps`` training steps."""
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / "metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
@@ -116,7 +124,8 @@ def run_verl(overrides: list[str], out: Path, steps: int, echo_progress: bool = 
     command = verl_command(overrides)
     (out / "command.txt").write_text(" ".join(command) + "\n")
     done = threading.Event()
-    follower = threading.Thread(target=follow, args=(metrics_path, steps, done, echo_progress, label), daemon=True)
+    progress = (metrics_path, steps, done, echo_progress, label, success)
+    follower = threading.Thread(target=follow, args=progress, daemon=True)
     follower.start()
     try:
         with open(out / "verl.log", "w") as log:
@@ -155,8 +164,9 @@ def held_out_rate(row: dict) -> float | None:
     return next((value for key, value in row.items() if HELD_OUT_RATE.fullmatch(key)), None)
 
 
-def progress_lines(row: dict, steps: int) -> list[str]:
-    """What one metrics row shows on screen: its training step and, when it holds one, its validation."""
+def progress_lines(row: dict, steps: int, success: tuple[str, str] = (COMPILE_RATE, "compile rate")) -> list[str]:
+    """What one metrics row shows on screen: its training step and, when it holds one, its validation.
+    ``success``: the training rollouts' success metric (verl's key) and its name on screen."""
 
     def show(key: str, fmt: str) -> str:
         return format(row[key], fmt) if key in row else "n/a"
@@ -164,21 +174,23 @@ def progress_lines(row: dict, steps: int) -> list[str]:
     lines = []
     if STEP_TIME in row:
         lines.append(
-            f"step {row['step']:>3}/{steps}  compile rate {show(COMPILE_RATE, '.2f')}  "
+            f"step {row['step']:>3}/{steps}  {success[1]} {show(success[0], '.2f')}  "
             f"mean token reward {show(TOKEN_REWARD, '+.3f')}  step time {show(STEP_TIME, '.1f')} s"
         )
     rate = held_out_rate(row)
     if rate is not None:
-        lines.append(f"step {row['step']:>3}/{steps}  held-out compile rate {rate:.3f}")
+        lines.append(f"step {row['step']:>3}/{steps}  held-out {success[1]} {rate:.3f}")
     return lines
 
 
-def follow(path: Path, steps: int, done: threading.Event, echo: bool = True, label: str = "") -> None:
+def follow(
+    path: Path, steps: int, done: threading.Event, echo: bool, label: str, success: tuple[str, str]
+) -> None:
     shown = 0
     while not done.wait(2.0) or shown < len(read_metrics(path)):
         rows = read_metrics(path)
         for row in rows[shown:]:
-            for line in progress_lines(row, steps) if echo else ():
+            for line in progress_lines(row, steps, success) if echo else ():
                 print(f"{label}{line}", flush=True)
         shown = len(rows)
 

@@ -115,6 +115,11 @@ def test_progress_shows_training_steps_and_validations():
         "step  10/60  held-out compile rate 0.600",
     ]
     assert run.training_rows([validation_only, both]) == [both]
+    arith = {"step": 4, "reward_extra/acc/mean": 0.25, run.STEP_TIME: 2.0, "val-core/arith/acc/mean@4": 0.5}
+    assert run.progress_lines(arith, 32, ("reward_extra/acc/mean", "solve rate")) == [
+        "step   4/32  solve rate 0.25  mean token reward n/a  step time 2.0 s",
+        "step   4/32  held-out solve rate 0.500",
+    ]
 
 
 @pytest.mark.parametrize("algorithm", ["bot_grpo", "grpo"])
