@@ -180,6 +180,20 @@ def choose_lrs(rows: list[dict], borrowed: dict[str, str], criterion: str = "las
     return chosen
 
 
+def at_grid_edge(rows: list[dict], chosen: dict[str, dict]) -> dict[str, str]:
+    """``{cell: "smallest" | "largest"}`` for every cell whose own sweep chose the smallest or the largest of
+    its (at least two) learning rates: not yet a tuned choice; PROTOCOL.md extends such a cell's grid."""
+    swept: dict[str, list[float]] = {}
+    for row in rows:
+        swept.setdefault(row["cell"], []).append(row["lr"])
+    edges = {}
+    for cell, lrs in swept.items():
+        lr = chosen[cell]["lr"]
+        if len(lrs) > 1 and chosen[cell]["chosen_by"] == cell and lr in (min(lrs), max(lrs)):
+            edges[cell] = "smallest" if lr == min(lrs) else "largest"
+    return edges
+
+
 def single_lrs(runs: Runs) -> dict[str, dict]:
     """Without a sweep, each cell's only learning rate (``chosen_by`` None); several are refused."""
     several = sorted(cell for cell, by_lr in runs.items() if len(by_lr) > 1)
@@ -206,6 +220,10 @@ def sweep_markdown(task: str, rows: list[dict], chosen: dict[str, dict], criteri
         )
     lines += ["", "| cell | runs at lr | chosen by |", "| --- | --- | --- |"]
     lines += [f"| {cell} | {lr_name(info['lr'])} | {info['chosen_by']} |" for cell, info in sorted(chosen.items())]
+    edges = at_grid_edge(rows, chosen)
+    if edges:
+        named = ", ".join(f"{cell} ({lr_name(chosen[cell]['lr'])}, its {edge})" for cell, edge in sorted(edges.items()))
+        lines += ["", f"**At the edge of the grid, so not yet tuned** (PROTOCOL.md extends these grids): {named}."]
     return "\n".join(lines) + "\n"
 
 
@@ -581,8 +599,12 @@ def write_sweep(task: str, runs: Runs, borrowed: dict[str, str], criterion: str,
     """sweep.json and sweep.md of the sweep's runs; returns each cell's chosen learning rate."""
     rows = sweep_table(runs)
     chosen = choose_lrs(rows, borrowed, criterion)
-    write_json(out / "sweep.json", {"task": task, "split": VAL, "criterion": criterion, "rows": rows, "chosen": chosen})
+    edges = at_grid_edge(rows, chosen)
+    sweep = {"task": task, "split": VAL, "criterion": criterion, "rows": rows, "chosen": chosen, "at_edge": edges}
+    write_json(out / "sweep.json", sweep)
     (out / "sweep.md").write_text(sweep_markdown(task, rows, chosen, criterion))
+    for cell, edge in sorted(edges.items()):
+        print(f"warning: {cell}'s chosen lr {lr_name(chosen[cell]['lr'])} is the {edge} it ran: extend its grid")
     return chosen
 
 

@@ -123,6 +123,7 @@ def test_sweep_chooses_the_argmax_on_validation_and_never_reads_test():
     assert [row["last_two"] for row in rows] == pytest.approx([2.5 / 8, 4.5 / 8, 4 / 8, 0.5 / 8])
     assert report.choose_lrs(rows, {})["grpo"] == {"lr": 3e-5, "chosen_by": "grpo"}
     assert report.choose_lrs(rows, {}, criterion="final")["grpo"]["lr"] == 3e-5
+    assert report.at_grid_edge(rows, report.choose_lrs(rows, {})) == {}
     with pytest.raises(ValueError):  # the poison works: the test split's scores cannot be computed
         report.final_report(runs, only(["grpo"], 3e-5), boot=10)
 
@@ -143,6 +144,12 @@ def test_sweep_criteria_ties_and_borrowed_learning_rates():
     assert chosen["pure_sum"] == chosen["grpo"] == {"lr": 3e-5, "chosen_by": "pure"}
     with pytest.raises(ValueError, match="did not run"):
         report.choose_lrs(rows, {"pure_sum": "dapo"})
+    chosen = report.choose_lrs(rows, {"pure_sum": "pure"})  # both at 1e-5, the smallest
+    assert report.at_grid_edge(rows, chosen) == {"pure": "smallest", "grpo": "smallest"}  # not pure_sum: borrowed
+    two = [{"cell": "dapo", "lr": 1e-5}, {"cell": "dapo", "lr": 1e-4}, {"cell": "gspo", "lr": 1e-4}]
+    largest = {"dapo": {"lr": 1e-4, "chosen_by": "dapo"}, "gspo": {"lr": 1e-4, "chosen_by": "gspo"}}
+    assert report.at_grid_edge(two, largest) == {"dapo": "largest"}  # gspo ran one lr: no grid, no edge
+    assert "At the edge of the grid" in report.sweep_markdown("arith", rows, chosen, "last_two")
 
 
 def matrix(rng, cells, seeds=3, problems=16):
