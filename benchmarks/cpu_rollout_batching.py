@@ -33,7 +33,7 @@ TARGET_SPEEDUP = 4.0
 
 def demo_policy_and_prompts(count: int, seed: int) -> tuple[Qwen2ForCausalLM, list[list[int]]]:
     """The demo's React policy at its default sizes (random weights: throughput does not depend on them) and
-    the token ids of ``count`` of its RL prompts, with a tokenizer trained as the demo trains it."""
+    the token ids of ``count`` of its RL prompts, with the demo's tokenizer trainer run on the demo's corpus."""
     settings = DemoSettings()
     examples = REACT.generate(count + settings.sft_examples, seed)
     prompts, corpus = examples[:count], examples[count:]

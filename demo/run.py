@@ -36,6 +36,7 @@ from demo.tasks import REACT_TSX
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
 COMPILE_RATE = "reward_extra/compiled/mean"
+REACT_SUCCESS = (COMPILE_RATE, "compile rate")  # the React task's success metric and its name on screen
 TOKEN_REWARD = "reward_extra/token_reward_mean/mean"
 STEP_TIME = "timing_s/step"
 HELD_OUT_RATE = re.compile(r"val-core/.+/acc/mean@\d+")
@@ -110,7 +111,7 @@ def run_verl(
     steps: int,
     echo_progress: bool = True,
     label: str = "",
-    success: tuple[str, str] = (COMPILE_RATE, "compile rate"),
+    success: tuple[str, str] = REACT_SUCCESS,
 ) -> list[dict]:
     """Run ``main_ppo`` with ``overrides``; verl's metrics go to ``out/metrics.jsonl``, its output to
     ``out/verl.log``. Prints a progress line per step and per validation (prefixed by ``label``; ``success``
@@ -164,7 +165,7 @@ def held_out_rate(row: dict) -> float | None:
     return next((value for key, value in row.items() if HELD_OUT_RATE.fullmatch(key)), None)
 
 
-def progress_lines(row: dict, steps: int, success: tuple[str, str] = (COMPILE_RATE, "compile rate")) -> list[str]:
+def progress_lines(row: dict, steps: int, success: tuple[str, str] = REACT_SUCCESS) -> list[str]:
     """What one metrics row shows on screen: its training step and, when it holds one, its validation.
     ``success``: the training rollouts' success metric (verl's key) and its name on screen."""
 
