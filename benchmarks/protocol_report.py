@@ -298,6 +298,11 @@ def verdict(difference: dict) -> str:
     return "no difference at this scale"
 
 
+def with_verdict(difference: dict) -> dict:
+    """An :func:`estimate` of a difference with its :func:`verdict`."""
+    return {**difference, "verdict": verdict(difference)}
+
+
 @dataclass(frozen=True)
 class Cell:
     """One cell's test-split Pass@k at its chosen learning rate; row 0 of every array is the point estimate
@@ -329,6 +334,10 @@ class Cell:
     def final(self, k: int) -> np.ndarray:
         """(1 + B,): Pass@k at the last validation."""
         return self.curve(k)[:, -1]
+
+    def change(self, k: int) -> np.ndarray:
+        """(1 + B,): Pass@k at the last validation minus at the first (paired: the same seeds and problems)."""
+        return self.final(k) - self.curve(k)[:, 0]
 
 
 def stream(seed: int, name: str) -> np.random.Generator:
@@ -370,8 +379,7 @@ def comparison(x: Cell, y: Cell, role: str, ks: tuple[int, ...], to_level: dict,
     probability of improvement on Pass@1, and the ratios of steps to the baseline's level and to the threshold."""
     entry = {"cell": x.name, "versus": y.name, "role": role}
     for k in ks:
-        difference = estimate(x.final(k) - y.final(k))
-        entry[f"pass@{k}"] = {**difference, "verdict": verdict(difference)}
+        entry[f"pass@{k}"] = with_verdict(estimate(x.final(k) - y.final(k)))
     entry["probability_of_improvement"] = estimate(
         probability_of_improvement(x.per_seed[1][:, :, -1], y.per_seed[1][:, :, -1], x.seed_weights, y.seed_weights)
     )
@@ -391,6 +399,7 @@ def cell_entry(cell: Cell, ks: tuple[int, ...], to_level: np.ndarray, to_thresho
         "steps": cell.steps,
         "curves": {f"pass@{k}": estimate(cell.curve(k)) for k in ks},
         "final": {f"pass@{k}": estimate(cell.final(k)) for k in ks},
+        "change": {f"pass@{k}": with_verdict(estimate(cell.change(k))) for k in ks},
         "steps_to_level": steps_estimate(to_level),
     }
     if to_threshold is not None:
@@ -498,17 +507,26 @@ def report_markdown(report: dict) -> str:
         "",
         "| cell | lr (chosen by) | seeds | "
         + " | ".join(f"Pass@{k}" for k in ks)
+        + " | Pass@1 change from the first validation"
         + f" | steps to {baseline}'s level"
         + (f" | steps to Pass@1 {threshold}" if threshold is not None else "")
         + " |",
-        "| --- " * (4 + len(ks) + (threshold is not None)) + "|",
+        "| --- " * (5 + len(ks) + (threshold is not None)) + "|",
     ]
     for name, cell in report["cells"].items():
         columns = [name, f"{lr_name(cell['lr'])} ({cell['chosen_by'] or 'only lr'})", str(len(cell["seeds"]))]
         columns += [interval_text(cell["final"][f"pass@{k}"]) for k in ks]
+        columns += [f"{interval_text(cell['change']['pass@1'])} ({cell['change']['pass@1']['verdict']})"]
         columns += [interval_text(cell["steps_to_level"], 1)]
         columns += [interval_text(cell["steps_to_threshold"], 1)] if threshold is not None else []
         lines.append("| " + " | ".join(columns) + " |")
+    if report["cells"][baseline]["change"]["pass@1"]["low"] <= 0:
+        lines += [
+            "",
+            f"**{baseline} did not rise measurably** (its change from the first validation has an interval that "
+            f"reaches 0): its final level is within noise of where it started, so steps to that level count noise, "
+            "not learning.",
+        ]
     lines += [
         "",
         "## Comparisons (X - Y at the last validation; steps ratio: X's steps over Y's)",

@@ -253,6 +253,25 @@ def test_steps_to_the_baselines_final_level_and_to_a_threshold_with_ratios():
     assert comparison(result, "grpo", "ps_grpo")["steps_ratio_to_level"]["estimate"] is None  # ps_grpo: never
 
 
+def test_each_cells_change_from_its_first_validation_and_a_warning_when_the_baseline_does_not_rise():
+    def flat(rng, problems):  # each problem solved as often at every validation
+        return np.repeat(rng.integers(0, 9, size=(1, problems)), len(VALIDATIONS), axis=0)
+
+    def rising(rng, problems):
+        return level([2, 5, 8], problems)
+
+    runs = matrix(np.random.default_rng(3), {"grpo": flat, "bot_grpo": rising})
+    result = report.to_json(report.final_report(runs, only(runs), boot=200))
+    grpo, bot = (result["cells"][name]["change"]["pass@1"] for name in ("grpo", "bot_grpo"))
+    assert grpo["estimate"] == 0.0 and grpo["verdict"] == "no difference at this scale"
+    assert bot["estimate"] == pytest.approx(0.75) and bot["verdict"] == "better"  # 2/8 -> 8/8 on every problem
+    text = report.report_markdown({**result, "task": "arith", "ks": list(report.KS)})
+    assert "grpo did not rise measurably" in text
+    assert "0.750 [0.750, 0.750] (better)" in text
+    rising_baseline = report.to_json(report.final_report(runs, only(runs), baseline="bot_grpo", boot=200))
+    assert "did not rise" not in report.report_markdown({**rising_baseline, "task": "arith", "ks": list(report.KS)})
+
+
 def test_final_report_lists_cells_not_run_and_refuses_cells_without_a_learning_rate():
     runs = runs_of(summary("grpo", 1e-4, 0, {"test": level([2, 3, 4])}))
     chosen = {"grpo": {"lr": 1e-4, "chosen_by": "grpo"}, "dapo": {"lr": 3e-5, "chosen_by": "dapo"}}
