@@ -449,6 +449,7 @@ def final_report(
     references = [(baseline, "baseline"), *([(best, "best same-information baseline")] if best else [])]
     return {
         "split": TEST,
+        "ks": list(ks),
         "boot": boot,
         "seed": seed,
         "baseline": baseline,
@@ -628,10 +629,9 @@ def write_sweep(task: str, runs: Runs, borrowed: dict[str, str], criterion: str,
 
 def write_final(task: str, runs: Runs, chosen: dict[str, dict], args: argparse.Namespace, out: Path) -> None:
     """summary.json, summary.md, curves.png and forest.png of the final matrix's runs."""
-    report = final_report(
-        runs, chosen, args.baseline, tuple(args.same_information.split(",")), args.threshold, args.boot, args.seed
-    )
-    report = to_json({"task": task, "ks": list(KS), **report})
+    same_information = tuple(args.same_information.split(","))
+    report = final_report(runs, chosen, args.baseline, same_information, args.threshold, args.boot, args.seed, args.ks)
+    report = to_json({"task": task, **report})
     write_json(out / "summary.json", report)
     (out / "summary.md").write_text(report_markdown(report))
     plot_curves(report, out / "curves.png")
@@ -662,6 +662,12 @@ def main(argv: list[str] | None = None) -> int:
         help="cells fed BoT-GRPO's token rewards; the best is the second reference",
     )
     parser.add_argument("--threshold", type=float, help="also count steps to this test Pass@1")
+    parser.add_argument(
+        "--ks",
+        type=lambda text: tuple(int(k) for k in text.split(",")),
+        default=KS,
+        help="the k of Pass@k, each at most the samples per test problem (default 1,8)",
+    )
     parser.add_argument("--out", type=Path, help="output folder (default RESULTS/<task>)")
     parser.add_argument("--boot", type=int, default=2000, help="bootstrap draws")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap random seed")

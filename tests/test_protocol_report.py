@@ -265,11 +265,11 @@ def test_each_cells_change_from_its_first_validation_and_a_warning_when_the_base
     grpo, bot = (result["cells"][name]["change"]["pass@1"] for name in ("grpo", "bot_grpo"))
     assert grpo["estimate"] == 0.0 and grpo["verdict"] == "no difference at this scale"
     assert bot["estimate"] == pytest.approx(0.75) and bot["verdict"] == "better"  # 2/8 -> 8/8 on every problem
-    text = report.report_markdown({**result, "task": "arith", "ks": list(report.KS)})
+    text = report.report_markdown({**result, "task": "arith"})
     assert "grpo did not rise measurably" in text
     assert "0.750 [0.750, 0.750] (better)" in text
     rising_baseline = report.to_json(report.final_report(runs, only(runs), baseline="bot_grpo", boot=200))
-    assert "did not rise" not in report.report_markdown({**rising_baseline, "task": "arith", "ks": list(report.KS)})
+    assert "did not rise" not in report.report_markdown({**rising_baseline, "task": "arith"})
 
 
 def test_final_report_lists_cells_not_run_and_refuses_cells_without_a_learning_rate():
@@ -338,3 +338,15 @@ def test_cli_says_what_is_missing(tmp_path, capsys):
     results = cli_results(tmp_path)
     assert report.main(["--results", str(results), "--task", "arith", "--boot", "20"]) == 1  # ps_grpo: no lr
     assert "ps_grpo" in capsys.readouterr().err
+
+
+def test_cli_ks_sets_the_pass_at_k_and_refuses_a_k_above_the_samples(tmp_path, capsys):
+    results = cli_results(tmp_path)
+    command = ["--results", str(results), "--task", "arith", "--boot", "20", "--lr-from", "ps_grpo=grpo_token_mean"]
+    assert report.main([*command, "--out", str(tmp_path / "k4"), "--ks", "1,4"]) == 0
+    summary_json = json.loads((tmp_path / "k4" / "summary.json").read_text())
+    assert summary_json["ks"] == [1, 4]
+    assert set(summary_json["cells"]["grpo"]["final"]) == {"pass@1", "pass@4"}
+    assert "Pass@4 difference" in (tmp_path / "k4" / "summary.md").read_text()
+    assert report.main([*command, "--out", str(tmp_path / "k16"), "--ks", "1,16"]) == 1
+    assert f"need 1 <= k <= samples ({SAMPLES}), got k=16" in capsys.readouterr().err
