@@ -9,8 +9,9 @@ validation Pass@1 at the last validation and averaged over the last two; each ce
 that maximises the chosen criterion (ties: the smaller), or at the one chosen for another cell
 (``--lr-from CELL=SOURCE``, the family's best). Writes ``sweep.json`` and ``sweep.md``.
 
-Final report (test split only), each cell at its chosen learning rate: held-out Pass@1 and Pass@8 curves,
-final Pass@1 and Pass@8, differences against the baseline and against the best same-information baseline,
+Final report (test split only), each cell at its chosen learning rate: held-out Pass@k curves (``--ks``,
+default Pass@1 and Pass@8), final Pass@k, each cell's change from its first validation (did it learn at all),
+differences against the baseline and against the best same-information baseline,
 the probability of improvement (rliable, arXiv:2108.13264), steps to the baseline's final Pass@1 and to a
 fixed threshold, and their ratios. Every interval is a 95% percentile bootstrap that resamples seeds (each
 cell's own) and problems (the same draws for every cell: differences are paired over problems). Writes
@@ -525,7 +526,7 @@ def report_markdown(report: dict) -> str:
         lines += [
             "",
             f"**{baseline} did not rise measurably** (its change from the first validation has an interval that "
-            f"reaches 0): its final level is within noise of where it started, so steps to that level count noise, "
+            "reaches 0): its final level is within noise of where it started, so steps to that level count noise, "
             "not learning.",
         ]
     lines += [
