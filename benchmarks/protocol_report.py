@@ -522,7 +522,7 @@ def report_markdown(report: dict) -> str:
         columns += [interval_text(cell["steps_to_level"], 1)]
         columns += [interval_text(cell["steps_to_threshold"], 1)] if threshold is not None else []
         lines.append("| " + " | ".join(columns) + " |")
-    if report["cells"][baseline]["change"]["pass@1"]["low"] <= 0:
+    if report["cells"][baseline]["change"]["pass@1"]["verdict"] != "better":
         lines += [
             "",
             f"**{baseline} did not rise measurably** (its change from the first validation has an interval that "
