@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.metrics import DYNAMIC_SAMPLING
 from benchmarks.report import write_report
 from demo.assets import build_assets
 from demo.held_out import (
@@ -39,6 +40,7 @@ from demo.held_out import (
 )
 from demo.run import (
     MAX_RESPONSE_LENGTH,
+    PROMPTS_PER_STEP,
     base_overrides,
     merge_presets,
     read_metrics,
@@ -61,6 +63,7 @@ TRAIN_METRICS = (
     "actor/grad_norm",
     "response_length/mean",
     "timing_s/step",
+    *DYNAMIC_SAMPLING,
 )
 
 
@@ -140,6 +143,7 @@ def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: in
         "lr": lr,
         "seed": seed,
         "steps": len(rows),
+        "prompts_per_step": PROMPTS_PER_STEP,
         "wall_seconds": float((out / "DONE").read_text().split()[0]) if (out / "DONE").exists() else None,
         "train": {key: [row.get(key) for row in rows] for key in TRAIN_METRICS if any(key in row for row in rows)},
         "held_out": {dump.stem: held_out_counts(dump, problems) for dump in dumps},

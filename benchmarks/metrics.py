@@ -6,6 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# verl's counts of the prompt groups DAPO's dynamic sampling generated beyond a step's batch: dropped because all
+# their rollouts scored alike, or surplus once the batch was full (groups, not samples, despite the names).
+DYNAMIC_SAMPLING = ("training/filter_groups/evicted_samples", "training/filter_groups/discarded_surplus_samples")
+
 
 def pass_at_k(num_samples: int, num_correct: int, k: int) -> float:
     """Unbiased Pass@k of one problem (Chen et al. 2021, arXiv:2107.03374): ``1 - C(n-c, k) / C(n, k)``.
@@ -45,3 +49,18 @@ def area_under_curve(steps: Sequence[float], values: Sequence[float]) -> float:
     if len(steps) < 2:
         return float(values.mean()) if len(values) else float("nan")
     return float(np.sum((values[1:] + values[:-1]) / 2 * np.diff(steps)) / (steps[-1] - steps[0]))
+
+
+def generated_per_trained(train: dict[str, list[float | None]], prompts_per_step: int) -> float:
+    """Rollouts generated per rollout trained on over a run: 1 without dynamic sampling, more with it.
+
+    Args:
+        train: verl's training metrics per logged step (``{name: [value or None, ...]}``); a step is a row
+            with ``timing_s/step``; a step without a :data:`DYNAMIC_SAMPLING` count generated nothing extra.
+        prompts_per_step: the prompt groups each step trains on (``data.train_batch_size``).
+    """
+    steps = sum(value is not None for value in train.get("timing_s/step", []))
+    if not steps:
+        raise ValueError("no training step recorded (timing_s/step): cannot count rollouts per step")
+    extra = sum(value or 0 for key in DYNAMIC_SAMPLING for value in train.get(key, []))
+    return 1 + extra / (prompts_per_step * steps)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.metrics import pass_at_k
+from benchmarks.metrics import generated_per_trained, pass_at_k
 
 VAL, TEST = "val", "test"
 KS = (1, 8)
@@ -317,6 +317,8 @@ class Cell:
         per_seed: ``{k: (1 + B, S, V)}`` Pass@k per seed and validation, mean over the (drawn) problems.
         seed_weights: (1 + B, S) how often each seed is drawn, over S.
         wall_seconds: mean wall time of its runs (None if not recorded).
+        generated_per_trained: mean over its runs of the rollouts generated per rollout trained on (above 1
+            with DAPO's dynamic sampling; None if a run's summary predates its record).
     """
 
     name: str
@@ -327,6 +329,7 @@ class Cell:
     per_seed: dict[int, np.ndarray]
     seed_weights: np.ndarray
     wall_seconds: float | None
+    generated_per_trained: float | None
 
     def curve(self, k: int) -> np.ndarray:
         """(1 + B, V): seed-mean Pass@k curve."""
@@ -362,6 +365,11 @@ def load_cells(runs: Runs, chosen: dict[str, dict], ks: tuple[int, ...], boot: i
     for name, (steps, cell_counts) in sorted(counts.items()):
         by_seed = runs[name][chosen[name]["lr"]]
         walls = [summary["wall_seconds"] for summary in by_seed.values() if summary.get("wall_seconds") is not None]
+        generated = (
+            [generated_per_trained(run["train"], run["prompts_per_step"]) for run in by_seed.values()]
+            if all("prompts_per_step" in run for run in by_seed.values())
+            else []
+        )
         cells[name] = Cell(
             name,
             chosen[name]["lr"],
@@ -371,6 +379,7 @@ def load_cells(runs: Runs, chosen: dict[str, dict], ks: tuple[int, ...], boot: i
             {k: per_seed_curves(pass_at_k_scores(cell_counts, k), problem_weights) for k in ks},
             resample_weights(stream(seed, name), len(by_seed), boot),
             float(np.mean(walls)) if walls else None,
+            float(np.mean(generated)) if generated else None,
         )
     return cells
 
@@ -397,6 +406,7 @@ def cell_entry(cell: Cell, ks: tuple[int, ...], to_level: np.ndarray, to_thresho
         "chosen_by": cell.chosen_by,
         "seeds": list(cell.seeds),
         "wall_seconds": cell.wall_seconds,
+        "rollouts_generated_per_trained": cell.generated_per_trained,
         "steps": cell.steps,
         "curves": {f"pass@{k}": estimate(cell.curve(k)) for k in ks},
         "final": {f"pass@{k}": estimate(cell.final(k)) for k in ks},
@@ -512,8 +522,8 @@ def report_markdown(report: dict) -> str:
         + " | Pass@1 change from the first validation"
         + f" | steps to {baseline}'s level"
         + (f" | steps to Pass@1 {threshold}" if threshold is not None else "")
-        + " |",
-        "| --- " * (5 + len(ks) + (threshold is not None)) + "|",
+        + " | rollouts generated per trained |",
+        "| --- " * (6 + len(ks) + (threshold is not None)) + "|",
     ]
     for name, cell in report["cells"].items():
         columns = [name, f"{lr_name(cell['lr'])} ({cell['chosen_by'] or 'only lr'})", str(len(cell["seeds"]))]
@@ -521,7 +531,21 @@ def report_markdown(report: dict) -> str:
         columns += [f"{interval_text(cell['change']['pass@1'])} ({cell['change']['pass@1']['verdict']})"]
         columns += [interval_text(cell["steps_to_level"], 1)]
         columns += [interval_text(cell["steps_to_threshold"], 1)] if threshold is not None else []
+        columns += [number_text(cell["rollouts_generated_per_trained"], 2)]
         lines.append("| " + " | ".join(columns) + " |")
+    extra = {
+        name: cell["rollouts_generated_per_trained"]
+        for name, cell in report["cells"].items()
+        if (cell["rollouts_generated_per_trained"] or 1) > 1
+    }
+    if extra:
+        lines += [
+            "",
+            "**Not the same sampling budget per step**: "
+            + ", ".join(f"{name} generated {ratio:.2f}x" for name, ratio in extra.items())
+            + " the rollouts it trained on (dynamic sampling regenerates groups whose rollouts all scored alike); "
+            "the others generate what they train on. Per step, these cells saw more samples.",
+        ]
     if report["cells"][baseline]["change"]["pass@1"]["verdict"] != "better":
         lines += [
             "",

@@ -41,6 +41,7 @@ TOKEN_REWARD = "reward_extra/token_reward_mean/mean"
 STEP_TIME = "timing_s/step"
 HELD_OUT_RATE = re.compile(r"val-core/.+/acc/mean@\d+")
 MAX_RESPONSE_LENGTH = 160
+PROMPTS_PER_STEP = 8  # prompts (groups of rollouts) per training step
 SMOOTHING = 5
 DEMO_VALIDATION = Validation(splits=("test",), every=10, samples=4)
 
@@ -53,7 +54,7 @@ def base_overrides(assets, steps: int, out: Path, seed: int) -> list[str]:
     return [
         f"data.train_files={assets.train_parquet}",
         f"data.val_files={assets.val_parquet}",
-        "data.train_batch_size=8",
+        f"data.train_batch_size={PROMPTS_PER_STEP}",
         "data.max_prompt_length=64",
         f"data.max_response_length={MAX_RESPONSE_LENGTH}",
         f"data.seed={seed}",

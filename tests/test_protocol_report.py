@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from benchmarks import protocol_report as report
+from benchmarks.metrics import generated_per_trained
 
 VALIDATIONS = (0, 4, 8)
 SAMPLES = 8
@@ -270,6 +271,35 @@ def test_each_cells_change_from_its_first_validation_and_a_warning_when_the_base
     assert "0.750 [0.750, 0.750] (better)" in text
     rising_baseline = report.to_json(report.final_report(runs, only(runs), baseline="bot_grpo", boot=200))
     assert "did not rise" not in report.report_markdown({**rising_baseline, "task": "arith"})
+
+
+def test_rollouts_generated_per_trained_count_dynamic_samplings_extra_groups():
+    evicted, surplus = "training/filter_groups/evicted_samples", "training/filter_groups/discarded_surplus_samples"
+    # 4 steps of 8 groups (a validation-only row first); 3 + 1 + 4 extra groups generated: 1 + 8 / 32
+    train = {
+        "timing_s/step": [None, 1.0, 1.0, 1.0, 1.0],
+        evicted: [None, 3.0, None, 1.0, None],
+        surplus: [None] * 4 + [4.0],
+    }
+    assert generated_per_trained(train, prompts_per_step=8) == 1.25
+    assert generated_per_trained({"timing_s/step": [1.0] * 3}, prompts_per_step=8) == 1.0
+    with pytest.raises(ValueError, match="no training step"):
+        generated_per_trained({"reward_extra/acc/mean": [0.5]}, prompts_per_step=8)
+
+    runs = matrix(
+        np.random.default_rng(4), {name: lambda rng, p: rng.integers(0, 9, size=(3, p)) for name in ("grpo", "dapo")}
+    )
+    for name, ratio in (("grpo", 0), ("dapo", 8)):
+        for run in runs[name][1e-4].values():
+            run.update(prompts_per_step=8, train={"timing_s/step": [1.0] * 8, evicted: [ratio] * 8})
+    result = report.to_json(report.final_report(runs, only(runs), boot=50))
+    assert [result["cells"][name]["rollouts_generated_per_trained"] for name in ("grpo", "dapo")] == [1.0, 2.0]
+    text = report.report_markdown({**result, "task": "arith"})
+    assert "Not the same sampling budget per step**: dapo generated 2.00x the rollouts" in text
+    del runs["dapo"][1e-4][0]["prompts_per_step"]  # a summary from before the record: not a guess of 1
+    result = report.to_json(report.final_report(runs, only(runs), boot=50))
+    assert result["cells"]["dapo"]["rollouts_generated_per_trained"] is None
+    assert "sampling budget" not in report.report_markdown({**result, "task": "arith"})
 
 
 def test_final_report_lists_cells_not_run_and_refuses_cells_without_a_learning_rate():
