@@ -544,7 +544,8 @@ def report_markdown(report: dict) -> str:
             "**Not the same sampling budget per step**: "
             + ", ".join(f"{name} generated {ratio:.2f}x" for name, ratio in extra.items())
             + " the rollouts it trained on (dynamic sampling regenerates groups whose rollouts all scored alike); "
-            "the others generate what they train on. Per step, these cells saw more samples.",
+            "the others train on all they generate. Counted in rollouts rather than steps, these cells took that "
+            "many times more.",
         ]
     if report["cells"][baseline]["change"]["pass@1"]["verdict"] != "better":
         lines += [
