@@ -23,19 +23,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.metrics import DYNAMIC_SAMPLING
+from benchmarks.metrics import AS_ASKED, DYNAMIC_SAMPLING
 from benchmarks.report import write_report
 from demo.assets import build_assets
 from demo.held_out import (
     Validation,
     held_out_counts,
     problem_index,
+    solved,
     validation_overrides,
 )
 from demo.run import (
@@ -81,6 +84,8 @@ class CpuTask:
         held_out: whether runs can validate on the held-out val and test problems (verl's validation,
             dumped to ``<run>/validation/<step>.jsonl``, scored by the reward's ``acc``).
         metric_name: what ``metric`` and the held-out ``acc`` measure, on the progress lines.
+        as_asked: a stricter held-out success than the reward's ``acc``, for a reward a policy can satisfy
+            without doing the task (None: ``acc`` is the task); recorded as the split ``<split>:as_asked``.
     """
 
     assets: Task
@@ -90,13 +95,25 @@ class CpuTask:
     variants: dict[str, tuple[tuple[str, str], ...]]
     held_out: bool = False
     metric_name: str = "compile rate"
+    as_asked: Callable[[dict], bool] | None = None
+
+
+def jsx_elements(code: str) -> frozenset[str]:
+    """The intrinsic JSX elements ``code`` opens (``<ul>``, ``<li key={i}>``, ``<br/>``; not ``useState<number>``)."""
+    return frozenset(re.findall(r"(?<![\w$.])<([a-z][a-z0-9]*)[\s>/]", code))
+
+
+def compiles_as_asked(sample: dict) -> bool:
+    """A React validation sample that compiles and opens the JSX elements of the reference solution: the
+    requested kind of component, not a template that compiles whatever the prompt asked for."""
+    return solved(sample) and jsx_elements(sample["output"]) == jsx_elements(sample["gts"])
 
 
 # The stability study's variants: the exact step verifier's clean, bounded rewards against the same rewards
 # with Gaussian noise (std 1, the size of a step value) or scaled by 10 without bounds.
 ARITHMETIC_VARIANTS = {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("scale", "10.0"),)}
 TASKS = {
-    "react": CpuTask(REACT, REACT_TSX, "reward_extra/compiled/mean", 0.8, {"": ()}, True),
+    "react": CpuTask(REACT, REACT_TSX, "reward_extra/compiled/mean", 0.8, {"": ()}, True, as_asked=compiles_as_asked),
     "arith": CpuTask(
         ARITHMETIC, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.6, ARITHMETIC_VARIANTS, True, "solve rate"
     ),
@@ -133,6 +150,14 @@ def run_overrides(
     )
 
 
+def held_out_record(dump: Path, problems, as_asked: Callable[[dict], bool] | None) -> dict[str, list[list[int]]]:
+    """One validation's ``[n, c]`` per split and problem; with ``as_asked`` also per ``<split>:as_asked``."""
+    record = held_out_counts(dump, problems)
+    if as_asked is not None:
+        record |= {f"{split}:{AS_ASKED}": counts for split, counts in held_out_counts(dump, problems, as_asked).items()}
+    return record
+
+
 def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: int, problems) -> dict:
     """The small, committed record of one finished run: its settings, training curves and held-out counts."""
     rows = read_metrics(out / "metrics.jsonl")
@@ -146,7 +171,7 @@ def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: in
         "prompts_per_step": PROMPTS_PER_STEP,
         "wall_seconds": float((out / "DONE").read_text().split()[0]) if (out / "DONE").exists() else None,
         "train": {key: [row.get(key) for row in rows] for key in TRAIN_METRICS if any(key in row for row in rows)},
-        "held_out": {dump.stem: held_out_counts(dump, problems) for dump in dumps},
+        "held_out": {dump.stem: held_out_record(dump, problems, TASKS[task_name].as_asked) for dump in dumps},
     }
 
 

@@ -6,6 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# The held-out success that a task's reward can be satisfied without (benchmarks/matrix.py CpuTask.as_asked):
+# a run summary's ``<split>:as_asked`` counts, the report's ``--success as_asked``.
+AS_ASKED = "as_asked"
 # verl's counts of the prompt groups DAPO's dynamic sampling generated beyond a step's batch: dropped because all
 # their rollouts scored alike, or surplus once the batch was full (groups, not samples, despite the names).
 DYNAMIC_SAMPLING = ("training/filter_groups/evicted_samples", "training/filter_groups/discarded_surplus_samples")

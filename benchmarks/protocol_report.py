@@ -35,9 +35,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.metrics import generated_per_trained, pass_at_k
+from benchmarks.metrics import AS_ASKED, generated_per_trained, pass_at_k
 
 VAL, TEST = "val", "test"
+SOLVED = "solved"
+SUCCESSES = {  # what a held-out sample must do to count
+    SOLVED: "the reward's verdict (acc)",
+    AS_ASKED: "the reward's verdict and the task's as-asked check (e.g. React: the requested component's JSX elements)",
+}
 KS = (1, 8)
 SAME_INFORMATION = ("grpo_token_mean", "grpo_token_min", "ps_grpo", "pure", "pure_sum")
 CRITERIA = ("last_two", "final")
@@ -111,6 +116,11 @@ def check_settings(runs: Runs, where: Path) -> None:
         raise ValueError(f"{where}: runs with mixed settings cannot be compared; rerun them alike:\n{described}")
 
 
+def split_key(split: str, success: str) -> str:
+    """The run summaries' held-out key of ``split`` counted by ``success`` (one of :data:`SUCCESSES`)."""
+    return split if success == SOLVED else f"{split}:{success}"
+
+
 def held_out_counts(by_seed: dict[int, dict], split: str) -> tuple[np.ndarray, np.ndarray]:
     """Validation steps (V,) and ``[n, c]`` per seed, validation and problem (S, V, P, 2), seeds ascending."""
     first = next(iter(by_seed.values()))
@@ -134,14 +144,14 @@ def pass_at_k_scores(counts: np.ndarray, k: int) -> np.ndarray:
     return values[where.reshape(counts.shape[:-1])]
 
 
-def sweep_table(runs: Runs) -> list[dict]:
+def sweep_table(runs: Runs, success: str = SOLVED) -> list[dict]:
     """One row per cell and learning rate (cells sorted, learning rates ascending), from the VALIDATION split
-    only: seeds, validation steps, the seed-mean Pass@1 curve, its last value (``final``) and the mean of its
-    last two values (``last_two``)."""
+    only, samples counted by ``success``: seeds, validation steps, the seed-mean Pass@1 curve, its last value
+    (``final``) and the mean of its last two values (``last_two``)."""
     rows = []
     for cell in sorted(runs):
         for lr in sorted(runs[cell], key=lr_order):
-            steps, counts = held_out_counts(runs[cell][lr], VAL)
+            steps, counts = held_out_counts(runs[cell][lr], split_key(VAL, success))
             curve = pass_at_k_scores(counts, 1).mean(axis=(0, 2))
             rows.append(
                 {
@@ -203,11 +213,12 @@ def single_lrs(runs: Runs) -> dict[str, dict]:
     return {cell: {"lr": next(iter(by_lr)), "chosen_by": None} for cell, by_lr in runs.items()}
 
 
-def sweep_markdown(task: str, rows: list[dict], chosen: dict[str, dict], criterion: str) -> str:
+def sweep_markdown(task: str, rows: list[dict], chosen: dict[str, dict], criterion: str, success: str) -> str:
     """The sweep's table (validation Pass@1, mean over seeds) and the learning rate each cell runs at."""
     lines = [
         f"# Learning-rate sweep: {task} (validation split, Pass@1, mean over seeds)",
         "",
+        f"A sample counts as a success by {SUCCESSES[success]}.",
         f"Chosen: the largest `{criterion}` per cell (ties: the smaller learning rate).",
         "",
         "| cell | lr | seeds | last validation | mean of last two | chosen |",
@@ -349,11 +360,13 @@ def stream(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(name.encode())])
 
 
-def load_cells(runs: Runs, chosen: dict[str, dict], ks: tuple[int, ...], boot: int, seed: int) -> dict[str, Cell]:
-    """Every chosen cell that has runs at its learning rate, scored on the TEST split, with the same
+def load_cells(
+    runs: Runs, chosen: dict[str, dict], ks: tuple[int, ...], boot: int, seed: int, success: str = SOLVED
+) -> dict[str, Cell]:
+    """Every chosen cell that has runs at its learning rate, scored on the TEST split by ``success``, with the same
     problem draws for all (paired) and its own seed draws."""
     counts = {
-        cell: held_out_counts(runs[cell][info["lr"]], TEST)
+        cell: held_out_counts(runs[cell][info["lr"]], split_key(TEST, success))
         for cell, info in chosen.items()
         if info["lr"] in runs.get(cell, {})
     }
@@ -427,6 +440,7 @@ def final_report(
     boot: int = 2000,
     seed: int = 0,
     ks: tuple[int, ...] = KS,
+    success: str = SOLVED,
 ) -> dict:
     """The final comparison on the TEST split (the validation split is never read).
 
@@ -441,11 +455,13 @@ def final_report(
         threshold: a fixed Pass@1 level whose steps are counted too (None: not counted).
         boot: bootstrap draws; seed: their random seed.
         ks: the k of Pass@k (at most the samples per problem).
+        success: what a sample must do to count (:data:`SUCCESSES`): the reward's ``acc``, or the task's
+            stricter as-asked check where its reward can be satisfied without doing the task.
     """
     unchosen = sorted(set(runs) - set(chosen))
     if unchosen:
         raise ValueError(f"cell(s) {unchosen} ran but have no chosen learning rate: sweep them or use --lr-from")
-    cells = load_cells(runs, chosen, ks, boot, seed)
+    cells = load_cells(runs, chosen, ks, boot, seed, success)
     if baseline not in cells:
         raise ValueError(f"baseline {baseline!r} has no test runs at its chosen learning rate; cells: {sorted(cells)}")
     level = cells[baseline].final(1)
@@ -460,6 +476,7 @@ def final_report(
     references = [(baseline, "baseline"), *([(best, "best same-information baseline")] if best else [])]
     return {
         "split": TEST,
+        "success": success,
         "ks": list(ks),
         "boot": boot,
         "seed": seed,
@@ -510,6 +527,7 @@ def report_markdown(report: dict) -> str:
     lines = [
         f"# Protocol report: {report['task']} (test split)",
         "",
+        f"A sample counts as a success by {SUCCESSES[report['success']]}.",
         f"{report['boot']} bootstrap draws (seed {report['seed']}), 95% percentile intervals resampling seeds "
         "(each cell's own) and problems (the same for every cell, so differences are paired).",
         f"Level: {baseline}'s final test Pass@1, {interval_text(report['level'])}. Best same-information "
@@ -609,6 +627,9 @@ def plot_forest(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     roles = list(dict.fromkeys(entry["role"] for entry in report["comparisons"]))
+    if not roles:  # the baseline alone has run so far
+        path.unlink(missing_ok=True)
+        return
     size = (6 * len(roles), 1 + 0.4 * len(report["cells"]))
     figure, panels = plt.subplots(1, len(roles), figsize=size, squeeze=False)
     for axes, role in zip(panels[0], roles, strict=True):
@@ -640,14 +661,17 @@ def write_json(path: Path, value) -> None:
     path.write_text(json.dumps(to_json(value), indent=1, allow_nan=False) + "\n")
 
 
-def write_sweep(task: str, runs: Runs, borrowed: dict[str, str], criterion: str, out: Path) -> dict[str, dict]:
+def write_sweep(
+    task: str, runs: Runs, borrowed: dict[str, str], criterion: str, success: str, out: Path
+) -> dict[str, dict]:
     """sweep.json and sweep.md of the sweep's runs; returns each cell's chosen learning rate."""
-    rows = sweep_table(runs)
+    rows = sweep_table(runs, success)
     chosen = choose_lrs(rows, borrowed, criterion)
     edges = at_grid_edge(rows, chosen)
-    sweep = {"task": task, "split": VAL, "criterion": criterion, "rows": rows, "chosen": chosen, "at_edge": edges}
+    sweep = {"task": task, "split": VAL, "success": success, "criterion": criterion, "rows": rows}
+    sweep |= {"chosen": chosen, "at_edge": edges}
     write_json(out / "sweep.json", sweep)
-    (out / "sweep.md").write_text(sweep_markdown(task, rows, chosen, criterion))
+    (out / "sweep.md").write_text(sweep_markdown(task, rows, chosen, criterion, success))
     for cell, edge in sorted(edges.items()):
         print(f"warning: {cell}'s chosen lr {lr_name(chosen[cell]['lr'])} is the {edge} it ran: extend its grid")
     return chosen
@@ -656,7 +680,9 @@ def write_sweep(task: str, runs: Runs, borrowed: dict[str, str], criterion: str,
 def write_final(task: str, runs: Runs, chosen: dict[str, dict], args: argparse.Namespace, out: Path) -> None:
     """summary.json, summary.md, curves.png and forest.png of the final matrix's runs."""
     same_information = tuple(args.same_information.split(","))
-    report = final_report(runs, chosen, args.baseline, same_information, args.threshold, args.boot, args.seed, args.ks)
+    report = final_report(
+        runs, chosen, args.baseline, same_information, args.threshold, args.boot, args.seed, args.ks, args.success
+    )
     report = to_json({"task": task, **report})
     write_json(out / "summary.json", report)
     (out / "summary.md").write_text(report_markdown(report))
@@ -680,6 +706,18 @@ def main(argv: list[str] | None = None) -> int:
         choices=CRITERIA,
         default="last_two",
         help="sweep criterion: mean val Pass@1 over the last two validations, or the last one",
+    )
+    parser.add_argument(
+        "--success",
+        choices=list(SUCCESSES),
+        default=SOLVED,
+        help="what a held-out sample must do to count: the reward's acc, or also the task's as-asked check",
+    )
+    parser.add_argument(
+        "--lrs-from-sweep",
+        type=Path,
+        help="take each cell's learning rate from this sweep.json (e.g. the same sweep chosen by another "
+        "--success) instead of choosing it here; writes no sweep",
     )
     parser.add_argument("--baseline", default="grpo")
     parser.add_argument(
@@ -711,9 +749,13 @@ def main(argv: list[str] | None = None) -> int:
         if borrowed and not sweep_runs:
             raise ValueError(f"--lr-from needs the sweep's runs, none under {sweep_dir / args.task / 'runs'}")
         out.mkdir(parents=True, exist_ok=True)
-        chosen = write_sweep(args.task, sweep_runs, borrowed, args.choose_by, out) if sweep_runs else None
-        if sweep_runs:
+        if args.lrs_from_sweep:
+            chosen = json.loads(args.lrs_from_sweep.read_text())["chosen"]
+        elif sweep_runs:
+            chosen = write_sweep(args.task, sweep_runs, borrowed, args.choose_by, args.success, out)
             print((out / "sweep.md").read_text())
+        else:
+            chosen = None
         if final_runs:
             write_final(args.task, final_runs, chosen or single_lrs(final_runs), args, out)
             print((out / "summary.md").read_text())

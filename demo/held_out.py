@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,8 +70,16 @@ def problem_index(assets, splits: tuple[str, ...]) -> dict[str, tuple[str, int]]
     return index
 
 
-def held_out_counts(dump: Path, problems: dict[str, tuple[str, int]]) -> dict[str, list[list[int]]]:
-    """Per split, ``[n, c]`` per problem row (samples and correct ones, ``acc > 0.5``) of one validation dump.
+def solved(sample: dict) -> bool:
+    """A validation sample the reward counts as a success (``acc > 0.5``)."""
+    return float(sample["acc"]) > 0.5
+
+
+def held_out_counts(
+    dump: Path, problems: dict[str, tuple[str, int]], success: Callable[[dict], bool] = solved
+) -> dict[str, list[list[int]]]:
+    """Per split, ``[n, c]`` per problem row (samples, and successes by ``success`` of a dumped sample) of one
+    validation dump.
 
     A dump's ``input`` is the prompt as the policy saw it (chat template included): a row belongs to the
     problem whose text it contains (the longest, should one text contain another).
@@ -91,7 +100,7 @@ def held_out_counts(dump: Path, problems: dict[str, tuple[str, int]]) -> dict[st
             owner[text] = problems[match]
         split, row = owner[text]
         counts[split][row][0] += 1
-        counts[split][row][1] += int(float(sample["acc"]) > 0.5)
+        counts[split][row][1] += int(success(sample))
     return counts
 
 

@@ -102,6 +102,28 @@ def test_held_out_counts_assign_each_sample_to_its_problem_and_split(tmp_path):
         matrix.held_out_counts(dump, problems)
 
 
+def test_react_records_compiles_as_asked_beside_the_compile_rate(tmp_path):
+    reference = "```tsx\nexport function A() {\n  return <ul>{xs.map((x) => <li key={x}>{x}</li>)}</ul>;\n}\n```"
+    asked = reference.replace("xs.map", "items.map")  # other names, same elements: as asked
+    template = "```tsx\nexport function B() {\n  return <strong>{x}</strong>;\n}\n```"  # compiles, not as asked
+    generic = (
+        "```tsx\nconst [n, setN] = useState<number>(0);\nreturn <ul><li>{n}</li></ul>;\n```"  # no <number> element
+    )
+    problems = {"Write a list A.": ("test", 0), "Write a list C.": ("test", 1)}
+    samples = [("A", asked, 1.0), ("A", template, 1.0), ("A", reference, 0.0), ("C", generic, 1.0)]
+    dump = tmp_path / "10.jsonl"
+    lines = [
+        json.dumps({"input": f"user\nWrite a list {p}.", "output": o, "gts": reference, "acc": a})
+        for p, o, a in samples
+    ]
+    dump.write_text("\n".join(lines) + "\n")
+    assert matrix.held_out_record(dump, problems, matrix.TASKS["react"].as_asked) == {
+        "test": [[3, 2], [1, 1]],
+        "test:as_asked": [[3, 1], [1, 1]],
+    }
+    assert matrix.held_out_record(dump, problems, matrix.TASKS["arith"].as_asked) == {"test": [[3, 2], [1, 1]]}
+
+
 def test_runs_go_seed_by_seed_at_every_lr_or_at_each_cells_chosen_one(tmp_path):
     assert matrix.plan_runs(["grpo", "bot_grpo"], [1e-5, 1e-4], [0, 1]) == [
         ("grpo", 1e-5, 0), ("bot_grpo", 1e-5, 0), ("grpo", 1e-4, 0), ("bot_grpo", 1e-4, 0),

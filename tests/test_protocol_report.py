@@ -150,7 +150,7 @@ def test_sweep_criteria_ties_and_borrowed_learning_rates():
     two = [{"cell": "dapo", "lr": 1e-5}, {"cell": "dapo", "lr": 1e-4}, {"cell": "gspo", "lr": 1e-4}]
     largest = {"dapo": {"lr": 1e-4, "chosen_by": "dapo"}, "gspo": {"lr": 1e-4, "chosen_by": "gspo"}}
     assert report.at_grid_edge(two, largest) == {"dapo": "largest"}  # gspo ran one lr: no grid, no edge
-    assert "At the edge of the grid" in report.sweep_markdown("arith", rows, chosen, "last_two")
+    assert "At the edge of the grid" in report.sweep_markdown("arith", rows, chosen, "last_two", report.SOLVED)
 
 
 def matrix(rng, cells, seeds=3, problems=16):
@@ -300,6 +300,40 @@ def test_rollouts_generated_per_trained_count_dynamic_samplings_extra_groups():
     result = report.to_json(report.final_report(runs, only(runs), boot=50))
     assert result["cells"]["dapo"]["rollouts_generated_per_trained"] is None
     assert "sampling budget" not in report.report_markdown({**result, "task": "arith"})
+
+
+def test_as_asked_success_chooses_and_reports_on_its_own_counts(tmp_path):
+    # dapo at 1e-3 tops the reward's verdict by ignoring the prompt (0 as asked); at 1e-4 it does the task
+    def run(lr, seed, solved, as_asked, split):
+        return summary("dapo", lr, seed, {split: level(solved), f"{split}:as_asked": level(as_asked)})
+
+    sweep = runs_of(
+        *(run(lr, 0, s, a, "val") for lr, s, a in ((1e-4, [3, 4, 5], [3, 4, 5]), (1e-3, [3, 7, 8], [3, 0, 0])))
+    )
+    assert report.choose_lrs(report.sweep_table(sweep), {})["dapo"]["lr"] == 1e-3
+    assert report.choose_lrs(report.sweep_table(sweep, report.AS_ASKED), {})["dapo"]["lr"] == 1e-4
+    final = runs_of(*(run(1e-4, seed, [3, 4, 6], [3, 4, 5], "test") for seed in (0, 1)))
+    chosen = only(final)
+    by_reward, as_asked = (report.final_report(final, chosen, "dapo", boot=20, success=s) for s in report.SUCCESSES)
+    assert by_reward["level"]["estimate"] == pytest.approx(6 / 8) and as_asked["level"]["estimate"] == pytest.approx(
+        5 / 8
+    )
+    assert "as-asked check" in report.report_markdown({**report.to_json(as_asked), "task": "react"})
+
+    results = tmp_path / "protocol"
+    write(
+        results / "sweep",
+        *(run(lr, 0, s, a, "val") for lr, s, a in ((1e-4, [3, 4, 5], [3, 4, 5]), (1e-3, [3, 7, 8], [3, 0, 0]))),
+    )
+    write(results, *(run(1e-4, seed, [3, 4, 6], [3, 4, 5], "test") for seed in (0, 1)))
+    base = ["--results", str(results), "--task", "arith", "--baseline", "dapo", "--boot", "20"]
+    assert report.main([*base, "--success", "as_asked", "--out", str(tmp_path / "asked")]) == 0
+    sweep_file = tmp_path / "asked" / "sweep.json"
+    assert json.loads(sweep_file.read_text())["chosen"]["dapo"]["lr"] == 1e-4
+    out = tmp_path / "by-reward"
+    assert report.main([*base, "--lrs-from-sweep", str(sweep_file), "--out", str(out)]) == 0
+    assert not (out / "sweep.json").exists()  # the choice is the given sweep's, not remade by the reward's verdict
+    assert json.loads((out / "summary.json").read_text())["cells"]["dapo"]["lr"] == 1e-4
 
 
 def test_final_report_lists_cells_not_run_and_refuses_cells_without_a_learning_rate():
