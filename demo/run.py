@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,7 @@ HELD_OUT_RATE = re.compile(r"val-core/.+/acc/mean@\d+")
 MAX_RESPONSE_LENGTH = 160
 PROMPTS_PER_STEP = 8  # prompts (groups of rollouts) per training step
 SMOOTHING = 5
+STALL_SECONDS = 900  # a run that logs no step for this long is stopped (see run_verl)
 DEMO_VALIDATION = Validation(splits=("test",), every=10, samples=4)
 
 Curve = tuple[list[float], list[float]]  # (steps, values)
@@ -113,11 +115,14 @@ def run_verl(
     echo_progress: bool = True,
     label: str = "",
     success: tuple[str, str] = REACT_SUCCESS,
+    stall_seconds: float = STALL_SECONDS,
 ) -> list[dict]:
     """Run ``main_ppo`` with ``overrides``; verl's metrics go to ``out/metrics.jsonl``, its output to
     ``out/verl.log``. Prints a progress line per step and per validation (prefixed by ``label``; ``success``
-    as in :func:`progress_lines`); returns the metrics, or raises naming the log when verl fails or logs
-    fewer than ``steps`` training steps."""
+    as in :func:`progress_lines`); returns the metrics, or raises naming the log when verl fails, logs
+    fewer than ``steps`` training steps, or logs none for ``stall_seconds`` (then verl and every process it
+    started are stopped: e.g. DAPO's dynamic sampling on verl V1 regenerates without bound once every group
+    scores alike)."""
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / "metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
@@ -131,7 +136,7 @@ def run_verl(
     follower.start()
     try:
         with open(out / "verl.log", "w") as log:
-            returncode = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            returncode = wait_logging(command, log, env, metrics_path, stall_seconds)
     finally:
         done.set()
         follower.join()
@@ -140,8 +145,28 @@ def run_verl(
     trained = len(training_rows(rows))
     if returncode != 0 or trained < steps:
         tail = "\n".join((out / "verl.log").read_text(errors="replace").splitlines()[-30:])
-        raise RuntimeError(f"verl exited {returncode} after {trained}/{steps} steps; log {out / 'verl.log'}:\n{tail}")
+        how = f"exited {returncode}" if returncode is not None else f"logged nothing for {stall_seconds:.0f} s, stopped"
+        raise RuntimeError(f"verl {how} after {trained}/{steps} steps; log {out / 'verl.log'}:\n{tail}")
     return rows
+
+
+def wait_logging(command: list[str], log, env: dict, progress: Path, stall_seconds: float) -> int | None:
+    """Run ``command`` in a session of its own; its exit status, or None when ``progress`` (a file it appends
+    to) has not changed for ``stall_seconds``, in which case the whole session is killed."""
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    last = time.monotonic()
+    seen = None
+    while True:
+        try:
+            return process.wait(timeout=min(10.0, stall_seconds))
+        except subprocess.TimeoutExpired:
+            state = progress.stat().st_mtime_ns if progress.exists() else None
+            if state != seen:
+                seen, last = state, time.monotonic()
+            elif time.monotonic() - last > stall_seconds:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                return None
 
 
 def read_metrics(path: Path) -> list[dict]:

@@ -3,6 +3,7 @@ intervals, the summary and the plot."""
 
 import json
 import statistics
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -139,3 +140,16 @@ def test_demo_overrides_compose_in_verl_with_held_out_validation(tmp_path, algor
     assert config.reward.custom_reward_function.path.endswith("react_tsx.py") == token_level
     with pytest.raises(ValueError, match="unknown algorithm"):
         run.demo_overrides(ASSETS, "nope", 60, tmp_path, 3, validation)
+
+
+def test_a_run_that_logs_nothing_for_too_long_is_stopped_with_everything_it_started(tmp_path):
+    progress, marker = tmp_path / "metrics.jsonl", f"stall-test-{tmp_path.name}"
+    child = f"exec -a {marker} sleep 300"  # a process of the run's own, like a Ray worker
+    stalls = f"echo step >> {progress}; bash -c '{child}' & sleep 300"
+    with open(tmp_path / "log", "w") as log:
+        assert run.wait_logging(["bash", "-c", stalls], log, {}, progress, stall_seconds=1.0) is None
+    assert progress.read_text() == "step\n"
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1  # none left
+    steady = f"for i in 1 2 3 4 5 6; do echo step >> {progress}; sleep 0.5; done; exit 3"
+    with open(tmp_path / "log", "w") as log:  # slower than the stall limit in all, but never silent that long
+        assert run.wait_logging(["bash", "-c", steady], log, {}, progress, stall_seconds=1.5) == 3
