@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import time
@@ -38,13 +37,13 @@ from demo.held_out import (
     Validation,
     held_out_counts,
     problem_index,
-    solved,
     validation_overrides,
 )
 from demo.run import (
     MAX_RESPONSE_LENGTH,
     PROMPTS_PER_STEP,
     base_overrides,
+    compiles_as_asked,
     merge_presets,
     read_metrics,
     run_verl,
@@ -96,17 +95,6 @@ class CpuTask:
     held_out: bool = False
     metric_name: str = "compile rate"
     as_asked: Callable[[dict], bool] | None = None
-
-
-def jsx_elements(code: str) -> frozenset[str]:
-    """The intrinsic JSX elements ``code`` opens (``<ul>``, ``<li key={i}>``, ``<br/>``; not ``useState<number>``)."""
-    return frozenset(re.findall(r"(?<![\w$.])<([a-z][a-z0-9]*)[\s>/]", code))
-
-
-def compiles_as_asked(sample: dict) -> bool:
-    """A React validation sample that compiles and opens the JSX elements of the reference solution: the
-    requested kind of component, not a template that compiles whatever the prompt asked for."""
-    return solved(sample) and jsx_elements(sample["output"]) == jsx_elements(sample["gts"])
 
 
 # The stability study's variants: the exact step verifier's clean, bounded rewards against the same rewards

@@ -119,18 +119,24 @@ class HeldOutCurve:
     samples: int
 
     @classmethod
-    def read(cls, folder: Path, problems: dict[str, tuple[str, int]], split: str) -> HeldOutCurve:
-        """The dumps ``folder/<step>.jsonl`` of one run; raises ``ValueError`` when there are none or a
-        problem was not sampled equally often at every validation."""
+    def read(
+        cls, folder: Path, problems: dict[str, tuple[str, int]], split: str, success: Callable[[dict], bool] = solved
+    ) -> HeldOutCurve:
+        """The dumps ``folder/<step>.jsonl`` of one run, samples counted by ``success``; raises ``ValueError``
+        when there are none or a problem was not sampled equally often at every validation."""
         dumps = sorted(folder.glob("*.jsonl"), key=lambda path: int(path.stem))
         if not dumps:
             raise ValueError(f"no validation dumps <step>.jsonl in {folder}")
-        counts = np.array([held_out_counts(dump, problems)[split] for dump in dumps])  # (V, P, 2)
+        counts = np.array([held_out_counts(dump, problems, success)[split] for dump in dumps])  # (V, P, 2)
         samples = counts[..., 0]
         if samples.min() < 1 or samples.min() != samples.max():
             raise ValueError(f"{folder}: problems of {split} were sampled unequally ({samples.min()}-{samples.max()})")
         rates = counts[..., 1] / samples
         return cls(np.array([int(dump.stem) for dump in dumps]), rates, int(samples.max()))
+
+    def change(self) -> tuple[float, float]:
+        """``(mean, half-width)``: the rate's change from the first to the last validation, paired by prompt."""
+        return mean_interval(self.rates[-1] - self.rates[0])
 
 
 def mean_interval(values: np.ndarray, z: float = Z_95) -> tuple[float, float]:

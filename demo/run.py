@@ -32,7 +32,7 @@ import numpy as np
 
 from bot_grpo_verl import heatmap
 from demo.assets import build_assets
-from demo.held_out import HeldOutCurve, Validation, mean_interval, problem_index, validation_overrides
+from demo.held_out import HeldOutCurve, Validation, mean_interval, problem_index, solved, validation_overrides
 from demo.tasks import REACT_TSX
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
@@ -229,18 +229,15 @@ class DemoRun:
     Attributes:
         algorithm: its name in the recipes' table.
         train_steps, train_rate: ``(S,)`` training steps and the compile rate of their rollouts.
-        held_out: the held-out validations (see :class:`HeldOutCurve`).
+        held_out: the held-out validations (see :class:`HeldOutCurve`), samples counted when they compile.
+        as_asked: the same validations, samples counted when they compile as asked (:func:`compiles_as_asked`).
     """
 
     algorithm: str
     train_steps: list[float]
     train_rate: list[float]
     held_out: HeldOutCurve
-
-    def change(self) -> tuple[float, float]:
-        """``(mean, half-width)``: the held-out rate's change from the first to the last validation, paired
-        by prompt."""
-        return mean_interval(self.held_out.rates[-1] - self.held_out.rates[0])
+    as_asked: HeldOutCurve
 
 
 def read_run(algorithm: str, out: Path, problems: dict[str, tuple[str, int]], split: str) -> DemoRun:
@@ -248,48 +245,73 @@ def read_run(algorithm: str, out: Path, problems: dict[str, tuple[str, int]], sp
     rows = training_rows(read_metrics(out / "metrics.jsonl"))
     steps = [float(row["step"]) for row in rows if COMPILE_RATE in row]
     rates = [float(row[COMPILE_RATE]) for row in rows if COMPILE_RATE in row]
-    return DemoRun(algorithm, steps, rates, HeldOutCurve.read(out / "validation", problems, split))
+    held_out, as_asked = (
+        HeldOutCurve.read(out / "validation", problems, split, success) for success in (solved, compiles_as_asked)
+    )
+    return DemoRun(algorithm, steps, rates, held_out, as_asked)
+
+
+def jsx_elements(code: str) -> frozenset[str]:
+    """The intrinsic JSX elements ``code`` opens (``<ul>``, ``<li key={i}>``, ``<br/>``; not ``useState<number>``)."""
+    return frozenset(re.findall(r"(?<![\w$.])<([a-z][a-z0-9]*)[\s>/]", code))
+
+
+def compiles_as_asked(sample: dict) -> bool:
+    """A React validation sample that compiles and opens the JSX elements of the reference solution: the
+    requested kind of component, not a template that compiles whatever the prompt asked for."""
+    return solved(sample) and jsx_elements(sample["output"]) == jsx_elements(sample["gts"])
+
+
+def change_line(name: str, curve: HeldOutCurve) -> str:
+    """``  NAME: step A rate ± h -> step B rate ± h; change d ± h`` of one held-out curve."""
+    start, end = (mean_interval(curve.rates[index]) for index in (0, -1))
+    change = curve.change()
+    return (
+        f"  {name}: step {curve.steps[0]} {start[0]:.3f} ± {start[1]:.3f} -> step {curve.steps[-1]} "
+        f"{end[0]:.3f} ± {end[1]:.3f}; change {change[0]:+.3f} ± {change[1]:.3f}"
+    )
 
 
 def summary_lines(runs: list[DemoRun], split: str) -> list[str]:
     """The demo's last words: per run the held-out rate at the first and last validation and the change,
-    and with two or more runs each one's difference from the first at the last validation (paired by
-    prompt); every ``±`` is a 95% interval over prompts."""
+    with two or more runs each one's difference from the first at the last validation (paired by prompt),
+    then per run the same change counting only samples that compile as asked; every ``±`` is a 95% interval
+    over prompts."""
     first = runs[0].held_out
     lines = [
         f"held-out compile rate, {first.rates.shape[1]} {split} prompts x {first.samples} samples at temperature 1 "
-        "(± 95% interval over prompts):"
+        "(± 95% interval over prompts):",
+        *(change_line(run.algorithm, run.held_out) for run in runs),
     ]
-    for run in runs:
-        curve = run.held_out
-        start, end = (mean_interval(curve.rates[index]) for index in (0, -1))
-        change = run.change()
-        lines.append(
-            f"  {run.algorithm}: step {curve.steps[0]} {start[0]:.3f} ± {start[1]:.3f} -> step {curve.steps[-1]} "
-            f"{end[0]:.3f} ± {end[1]:.3f}; change {change[0]:+.3f} ± {change[1]:.3f}"
-        )
     for run in runs[1:]:
         difference = mean_interval(run.held_out.rates[-1] - first.rates[-1])
         lines.append(
             f"  {run.algorithm} - {runs[0].algorithm} at step {run.held_out.steps[-1]}: "
             f"{difference[0]:+.3f} ± {difference[1]:.3f}"
         )
-    return lines
+    lines.append("compiles as asked (the requested component's JSX elements; a template ignoring the prompt fails):")
+    return lines + [change_line(run.algorithm, run.as_asked) for run in runs]
+
+
+def curve_summary(curve: HeldOutCurve) -> dict:
+    """A held-out curve's means and 95% half-widths per validation, and its change (paired by prompt)."""
+    intervals = [mean_interval(rates) for rates in curve.rates]
+    return {
+        "steps": curve.steps.tolist(),
+        "rate": [mean for mean, _ in intervals],
+        "half_width_95": [half for _, half in intervals],
+        "change": dict(zip(("mean", "half_width_95"), curve.change(), strict=True)),
+    }
 
 
 def summary(runs: list[DemoRun], split: str) -> dict:
-    """``summary.json``: per algorithm the held-out curve (means and 95% half-widths), the change and the
-    training curve."""
+    """``summary.json``: per algorithm the held-out compile rate and compiles-as-asked curves with their
+    changes, and the training curve."""
     result = {"split": split, "prompts": int(runs[0].held_out.rates.shape[1]), "samples": runs[0].held_out.samples}
     for run in runs:
-        intervals = [mean_interval(rates) for rates in run.held_out.rates]
         result[run.algorithm] = {
-            "held_out": {
-                "steps": run.held_out.steps.tolist(),
-                "rate": [mean for mean, _ in intervals],
-                "half_width_95": [half for _, half in intervals],
-            },
-            "change": dict(zip(("mean", "half_width_95"), run.change(), strict=True)),
+            "held_out": curve_summary(run.held_out),
+            "as_asked": curve_summary(run.as_asked),
             "train": {"steps": run.train_steps, "compile_rate": run.train_rate},
         }
     return result
@@ -305,8 +327,9 @@ def moving_average(curve: Curve, window: int) -> Curve:
 
 
 def plot(runs: list[DemoRun], split: str, path: Path) -> None:
-    """Held-out compile rate per validation with its 95% interval (band), and the training rollouts'
-    compile rate, raw (dots) and as a ``SMOOTHING``-step moving average (dashed), one colour per run."""
+    """Held-out compile rate per validation with its 95% interval (band), the held-out share that compiles as
+    asked (dotted), and the training rollouts' compile rate, raw (dots) and as a ``SMOOTHING``-step moving
+    average (dashed), one colour per run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -322,6 +345,8 @@ def plot(runs: list[DemoRun], split: str, path: Path) -> None:
         steps = run.held_out.steps
         axis.fill_between(steps, low, high, color=colour, alpha=0.2, linewidth=0)
         axis.plot(steps, means, marker="o", color=colour, label=f"{run.algorithm}: held-out ({split} prompts)")
+        as_asked = [mean_interval(rates)[0] for rates in run.as_asked.rates]
+        axis.plot(steps, as_asked, ":", marker="s", color=colour, label=f"{run.algorithm}: held-out, compiles as asked")
         axis.plot(run.train_steps, run.train_rate, ".", color=colour, alpha=0.25)
         smooth_steps, smooth = moving_average((run.train_steps, run.train_rate), SMOOTHING)
         axis.plot(

@@ -75,7 +75,9 @@ def test_held_out_curve_refuses_missing_or_unequal_samples(tmp_path):
 def demo_run(name: str, rates: list[list[float]], samples: int = 4) -> run.DemoRun:
     steps = np.arange(len(rates)) * 10
     train = [float(step) for step in range(1, int(steps[-1]) + 1)]
-    return run.DemoRun(name, train, [0.5] * len(train), HeldOutCurve(steps, np.array(rates), samples))
+    curve = HeldOutCurve(steps, np.array(rates), samples)
+    as_asked = HeldOutCurve(steps, np.array(rates) / 2, samples)  # half of the compiling samples as asked
+    return run.DemoRun(name, train, [0.5] * len(train), curve, as_asked)
 
 
 def test_summary_lines_give_each_change_and_the_difference_between_runs_paired_by_prompt():
@@ -90,7 +92,12 @@ def test_summary_lines_give_each_change_and_the_difference_between_runs_paired_b
     )
     difference = mean_interval(np.array([0.25, 0.5, 0.0, 0.0]))
     assert lines[3] == f"  bot_grpo - grpo at step 10: +0.188 ± {difference[1]:.3f}"
-    assert len(run.summary_lines([grpo], "test")) == 2
+    assert lines[4].startswith("compiles as asked")
+    assert lines[6] == (
+        f"  bot_grpo: step 0 0.219 ± {mean_interval(bot.as_asked.rates[0])[1]:.3f} -> step 10 0.375 ± "
+        f"{mean_interval(bot.as_asked.rates[1])[1]:.3f}; change +0.156 ± {change[1] / 2:.3f}"
+    )
+    assert len(run.summary_lines([grpo], "test")) == 4
 
 
 def test_summary_json_and_plot_hold_both_runs(tmp_path):
@@ -99,7 +106,8 @@ def test_summary_json_and_plot_hold_both_runs(tmp_path):
     assert result["prompts"] == 3 and result["samples"] == 4 and result["split"] == "test"
     assert result["bot_grpo"]["held_out"]["steps"] == [0, 10]
     assert result["bot_grpo"]["held_out"]["rate"] == pytest.approx([0.4, 0.6])
-    assert result["grpo"]["change"]["mean"] == pytest.approx(0.1)
+    assert result["grpo"]["held_out"]["change"]["mean"] == pytest.approx(0.1)
+    assert result["grpo"]["as_asked"]["rate"] == pytest.approx([0.2, 0.25])
     assert len(result["grpo"]["train"]["compile_rate"]) == 10
     run.plot(runs, "test", tmp_path / "demo.png")
     with Image.open(tmp_path / "demo.png") as image:
