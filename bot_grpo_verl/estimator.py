@@ -22,7 +22,7 @@ from bot_grpo_verl.groups import (
     row_moments,
     suffix_sum,
 )
-from bot_grpo_verl.options import option_from_config, options_from_config
+from bot_grpo_verl.options import check_option_values, option_from_config, options_from_config
 
 WEIGHTINGS = ("inverse_length", "uniform")
 OUTCOME_BROADCASTS = ("auto", "always", "never")
@@ -73,17 +73,13 @@ class BoTGRPOConfig:
     credit: str = "token"
 
     def __post_init__(self):
-        if self.weighting not in WEIGHTINGS:
-            raise ValueError(f"algorithm.bot_grpo.weighting={self.weighting!r} is not one of {list(WEIGHTINGS)}")
-        if self.outcome_broadcast not in OUTCOME_BROADCASTS:
-            raise ValueError(
-                f"algorithm.bot_grpo.outcome_broadcast={self.outcome_broadcast!r} "
-                f"is not one of {list(OUTCOME_BROADCASTS)}"
-            )
-        if self.credit not in CREDITS:
-            raise ValueError(f"algorithm.bot_grpo.credit={self.credit!r} is not one of {list(CREDITS)}")
-        if not self.epsilon > 0:
-            raise ValueError(f"algorithm.bot_grpo.epsilon={self.epsilon!r} must be a positive number")
+        check_option_values(
+            self,
+            "algorithm.bot_grpo",
+            choices={"weighting": WEIGHTINGS, "outcome_broadcast": OUTCOME_BROADCASTS, "credit": CREDITS},
+            ranges={"epsilon": self.epsilon > 0},
+            requirement="must be a positive number",
+        )
 
     @classmethod
     def from_algorithm_config(cls, config: Mapping | None) -> BoTGRPOConfig:

@@ -17,7 +17,7 @@ import math
 import numbers
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import fields
 from typing import Any, TypeVar
 
@@ -64,6 +64,33 @@ def check_options(cls: type, options: Mapping, path: str) -> None:
     hints = typing.get_type_hints(cls)
     for name, value in options.items():
         check_option(f"{path}.{name}", value, hints[name])
+
+
+def check_option_values(
+    options: object,
+    path: str,
+    choices: Mapping[str, Collection] | None = None,
+    ranges: Mapping[str, bool] | None = None,
+    requirement: str | None = None,
+) -> None:
+    """Raise ``ValueError`` naming the first option of ``options`` (a dataclass) outside its allowed values.
+
+    Args:
+        options: the options, read by attribute.
+        path: the options' config path for messages (e.g. ``"algorithm.bot_grpo"``; ``""`` for bare names).
+        choices: an option's name -> the values it may take.
+        ranges: an option's name -> whether its value is in range (computed by the caller).
+        requirement: what ``ranges`` ask, for the message (e.g. ``"must be a positive number"``); by default
+            ``"is out of range (see <the options' class>)"``, whose docstring gives each range.
+    """
+    prefix = f"{path}." if path else ""
+    for name, allowed in (choices or {}).items():
+        if getattr(options, name) not in allowed:
+            raise ValueError(f"{prefix}{name}={getattr(options, name)!r} is not one of {list(allowed)}")
+    requirement = requirement or f"is out of range (see {type(options).__name__})"
+    for name, valid in (ranges or {}).items():
+        if not valid:
+            raise ValueError(f"{prefix}{name}={getattr(options, name)!r} {requirement}")
 
 
 def options_from_config(cls: type[T], parent: Mapping | None, key: str, path: str) -> T:

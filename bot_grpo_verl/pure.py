@@ -21,7 +21,7 @@ from bot_grpo_verl.groups import (
     reward_bound,
     suffix_sum,
 )
-from bot_grpo_verl.options import options_from_config
+from bot_grpo_verl.options import check_option_values, options_from_config
 
 CREDITS = ("min", "sum")
 
@@ -49,10 +49,13 @@ class PUREConfig:
     credit: str = "min"
 
     def __post_init__(self):
-        if self.credit not in CREDITS:
-            raise ValueError(f"algorithm.pure.credit={self.credit!r} is not one of {list(CREDITS)}")
-        if not self.temperature > 0:
-            raise ValueError(f"algorithm.pure.temperature={self.temperature!r} must be a positive number")
+        check_option_values(
+            self,
+            "algorithm.pure",
+            choices={"credit": CREDITS},
+            ranges={"temperature": self.temperature > 0},
+            requirement="must be a positive number",
+        )
 
     @classmethod
     def from_algorithm_config(cls, config: Mapping | None) -> PUREConfig:

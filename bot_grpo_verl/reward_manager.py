@@ -23,7 +23,7 @@ from verl.experimental.reward_loop.reward_manager.registry import register
 from verl.utils.reward_score import default_compute_score
 
 from bot_grpo_verl.alignment import token_char_ranges, token_values_from_spans
-from bot_grpo_verl.options import options_from_config
+from bot_grpo_verl.options import check_option_values, options_from_config
 from bot_grpo_verl.token_rewards import parse_reward_result
 
 REWARD_MANAGER_NAME = "bot_token"
@@ -89,8 +89,7 @@ class TokenRewardConfig:
             object.__setattr__(self, "clip_range", (float(self.clip_range[0]), float(self.clip_range[1])))
         if not 0.0 <= self.outcome_weight <= 1.0:
             raise ValueError(f"reward.bot_token.outcome_weight must be in [0, 1], got {self.outcome_weight}")
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"reward.bot_token.placement={self.placement!r} is not one of {list(PLACEMENTS)}")
+        check_option_values(self, "reward.bot_token", choices={"placement": PLACEMENTS})
         if self.placement == "step_end" and self.outcome_weight:
             raise ValueError("reward.bot_token.placement=step_end takes no outcome_weight (it would fill every token)")
 

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from bot_grpo_verl.options import check_options, options_from_kwargs
+from bot_grpo_verl.options import check_option_values, check_options, options_from_kwargs
 from bot_grpo_verl.rewards.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, check_answer, ground_truth_text
 from bot_grpo_verl.rewards.math_prm import find_boxed
 from bot_grpo_verl.token_rewards import split_steps
@@ -83,7 +83,7 @@ class ArithmeticStepsConfig:
     def __post_init__(self):
         options = {field.name: getattr(self, field.name) for field in fields(self)}
         check_options(type(self), options, "arithmetic_steps")
-        checks = {
+        ranges = {
             "step_value": 0 < self.step_value <= MAX_MAGNITUDE,
             "scale": 0 < self.scale <= MAX_MAGNITUDE,
             "noise": 0 <= self.noise <= MAX_MAGNITUDE,
@@ -91,9 +91,7 @@ class ArithmeticStepsConfig:
             "step_separator": bool(self.step_separator),
             "answer_timeout_s": 0 < self.answer_timeout_s <= MAX_TIMEOUT_S,
         }
-        for name, valid in checks.items():
-            if not valid:
-                raise ValueError(f"{name}={getattr(self, name)!r} is out of range (see ArithmeticStepsConfig)")
+        check_option_values(self, "", ranges=ranges)
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping) -> "ArithmeticStepsConfig":

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from urllib.parse import urlsplit
 
-from bot_grpo_verl.options import check_options, options_from_kwargs
+from bot_grpo_verl.options import check_option_values, check_options, options_from_kwargs
 from bot_grpo_verl.rewards.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, Verdict, check_answer, ground_truth_text
 from bot_grpo_verl.rewards.prm import BACKENDS, ScorerSettings, get_scorer
 from bot_grpo_verl.rewards.prm_endpoint import ENDPOINT_APIS
@@ -166,10 +166,7 @@ class MathPRMConfig:
             "aggregation": AGGREGATIONS,
             "missing_ground_truth": MISSING_GROUND_TRUTH,
         }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name}={getattr(self, name)!r} is not one of {list(allowed)}")
-        checks = {
+        ranges = {
             "prm_batch_size": self.prm_batch_size >= 1,
             "prm_max_tokens": self.prm_max_tokens is None or self.prm_max_tokens >= 1,
             "prm_step_tag": self.prm_step_tag is None or bool(self.prm_step_tag),
@@ -184,9 +181,7 @@ class MathPRMConfig:
             "max_response_chars": self.max_response_chars >= 1,
             "answer_timeout_s": 0 < self.answer_timeout_s <= MAX_TIMEOUT_S,
         }
-        for name, valid in checks.items():
-            if not valid:
-                raise ValueError(f"{name}={getattr(self, name)!r} is out of range (see MathPRMConfig)")
+        check_option_values(self, "", choices=choices, ranges=ranges)
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping) -> "MathPRMConfig":
