@@ -8,7 +8,10 @@ steps: the validation split (choosing settings) and/or the disjoint test split (
 temperature-1 samples per problem. A finished run leaves ``DONE`` in its folder and is skipped next time,
 and its small summary (training curves, per-problem validation counts) is written to
 ``<results>/<task>/runs/`` at once (``--commit`` also commits it), so a matrix resumes after any
-interruption, on another machine too. The protocol and its report: benchmarks/PROTOCOL.md.
+interruption. Each summary records the SHA-256 of the warm start's weights: the assets are rebuilt on each
+machine, a rebuild on another CPU can train a different warm start, and runs are added to committed ones only
+from the same weights (:func:`check_warm_start`); to resume on another machine, carry the build folder
+``<cache-dir>/<key>/``. The protocol and its report: benchmarks/PROTOCOL.md.
 
     python -m benchmarks.matrix --task arith --algorithms grpo,bot_grpo --lrs 3e-5,1e-4 --seeds 0,1 \
         --steps 32 --validate val --results benchmarks/results/protocol/sweep --commit
@@ -22,6 +25,7 @@ interruption, on another machine too. The protocol and its report: benchmarks/PR
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -146,8 +150,38 @@ def held_out_record(dump: Path, problems, as_asked: Callable[[dict], bool] | Non
     return record
 
 
-def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: int, problems) -> dict:
-    """The small, committed record of one finished run: its settings, training curves and held-out counts."""
+def warm_start_sha256(assets) -> str:
+    """SHA-256 of the warm-started policy's weights file (``model.safetensors`` in ``assets.model_dir``)."""
+    return hashlib.sha256((Path(assets.model_dir) / "model.safetensors").read_bytes()).hexdigest()
+
+
+def check_warm_start(summaries: Path, warm_start: str) -> None:
+    """Refuse to add runs from the warm start ``warm_start`` (:func:`warm_start_sha256`) to the run summaries in
+    ``summaries`` made from other weights, or from unrecorded ones (summaries older than the record): their
+    scores would be pooled as if they came from one starting model.
+
+    Raises:
+        ValueError: naming each other warm start, how many runs it made, and what to do.
+    """
+    others: dict[str, list[str]] = {}
+    for path in sorted(summaries.glob("*.json")):
+        recorded = json.loads(path.read_text()).get("warm_start_sha256")
+        if recorded != warm_start:
+            others.setdefault(recorded or "not recorded", []).append(path.stem)
+    if others:
+        described = "; ".join(f"{sha[:16]}: {len(runs)} runs, e.g. {runs[0]}" for sha, runs in others.items())
+        raise ValueError(
+            f"{summaries}: committed runs come from another warm start ({described}) than this build's "
+            f"{warm_start[:16]}; a rebuild on another CPU can train different weights. Copy the original build "
+            "folder into --cache-dir (same key), or write these runs to a new --results directory."
+        )
+
+
+def run_summary(
+    out: Path, task_name: str, cell: str, lr: float | None, seed: int, problems, warm_start: str
+) -> dict:
+    """The small, committed record of one finished run: its settings, warm start (:func:`warm_start_sha256`),
+    training curves and held-out counts."""
     rows = read_metrics(out / "metrics.jsonl")
     dumps = sorted((out / "validation").glob("*.jsonl"), key=lambda path: int(path.stem)) if problems else []
     return {
@@ -155,6 +189,7 @@ def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: in
         "cell": cell,
         "lr": lr,
         "seed": seed,
+        "warm_start_sha256": warm_start,
         "steps": len(rows),
         "prompts_per_step": PROMPTS_PER_STEP,
         "wall_seconds": float((out / "DONE").read_text().split()[0]) if (out / "DONE").exists() else None,
@@ -176,6 +211,16 @@ def commit(path: Path, message: str, attempts: int = 10) -> None:
             return
         time.sleep(3)
     print(f"warning: could not commit {path}; commit it by hand", flush=True)
+
+
+def lr_text(lr: float | None) -> str:
+    """A learning rate as run folders and summaries name it (``base``: the base settings' rate)."""
+    return f"{lr:g}" if lr is not None else "base"
+
+
+def summary_name(cell: str, lr: float | None, seed: int) -> str:
+    """``<cell>__lr<lr>__seed<seed>.json``, the run summary's file name."""
+    return f"{cell}__lr{lr_text(lr)}__seed{seed}.json"
 
 
 def run_folder(runs: Path, task_name: str, cell: str, lr: float | None, seed: int) -> Path:
@@ -228,12 +273,15 @@ def run_matrix(
     if validation is not None and not task.held_out:
         raise ValueError(f"task {task_name} has no held-out problems to validate on; use --validate none")
     assets = build_assets(cache, task=task.assets)
+    warm_start = warm_start_sha256(assets)
     problems = problem_index(assets, validation.splits) if validation else {}
+    summaries = results / task_name / "runs" if results else None
+    if summaries and any(not (summaries / summary_name(*run)).exists() for run in plan):
+        check_warm_start(summaries, warm_start)
     for number, (cell, lr, seed) in enumerate(plan, 1):
         out = run_folder(runs, task_name, cell, lr, seed)
         name = f"[{number}/{len(plan)}] {cell} lr {lr if lr is not None else 'base'} seed {seed}"
-        lr_name = f"{lr:g}" if lr is not None else "base"
-        summary_path = results / task_name / "runs" / f"{cell}__lr{lr_name}__seed{seed}.json" if results else None
+        summary_path = summaries / summary_name(cell, lr, seed) if summaries else None
         if (out / "DONE").exists() or (summary_path and summary_path.exists()):
             print(f"{name}: done before, skipped", flush=True)
             continue
@@ -248,9 +296,10 @@ def run_matrix(
         (out / "DONE").write_text(f"{time.monotonic() - started:.0f} s\n")
         if summary_path:
             summary_path.parent.mkdir(parents=True, exist_ok=True)
-            summary_path.write_text(json.dumps(run_summary(out, task_name, cell, lr, seed, problems)) + "\n")
+            summary = run_summary(out, task_name, cell, lr, seed, problems, warm_start)
+            summary_path.write_text(json.dumps(summary) + "\n")
             if commit_results:
-                commit(summary_path, f"benchmark run: {task_name} {cell} lr {lr_name} seed {seed}")
+                commit(summary_path, f"benchmark run: {task_name} {cell} lr {lr_text(lr)} seed {seed}")
 
 
 def parse_validation(text: str, every: int, samples: int, before: bool) -> Validation | None:

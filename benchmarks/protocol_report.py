@@ -95,11 +95,12 @@ def read_runs(results: Path) -> dict[str, Runs]:
 
 
 def settings(summary: dict) -> tuple:
-    """What runs compared with each other must share: training steps, validation steps, and per held-out
-    split the number of problems and the samples per problem."""
+    """What runs compared with each other must share: the warm start (its weights' SHA-256, None in summaries
+    older than that record), training steps, validation steps, and per held-out split the number of problems
+    and the samples per problem."""
     held_out = summary["held_out"]
     shapes = {(split, len(rows), n) for counts in held_out.values() for split, rows in counts.items() for n, _ in rows}
-    return summary["steps"], tuple(sorted(held_out, key=int)), tuple(sorted(shapes))
+    return summary.get("warm_start_sha256"), summary["steps"], tuple(sorted(held_out, key=int)), tuple(sorted(shapes))
 
 
 def check_settings(runs: Runs, where: Path) -> None:
@@ -109,9 +110,9 @@ def check_settings(runs: Runs, where: Path) -> None:
         groups.setdefault(settings(summary), []).append(f"{cell} lr {lr_name(lr)} seed {seed}")
     if len(groups) > 1:
         described = "\n".join(
-            f"  {names[0]} and {len(names) - 1} more: {steps} steps, validations at steps {list(validations)}, "
-            f"(split, problems, samples) {list(shapes)}"
-            for (steps, validations, shapes), names in groups.items()
+            f"  {names[0]} and {len(names) - 1} more: warm start {(warm_start or 'not recorded')[:16]}, {steps} "
+            f"steps, validations at steps {list(validations)}, (split, problems, samples) {list(shapes)}"
+            for (warm_start, steps, validations, shapes), names in groups.items()
         )
         raise ValueError(f"{where}: runs with mixed settings cannot be compared; rerun them alike:\n{described}")
 

@@ -1,5 +1,6 @@
 """The CPU benchmark matrix: every algorithm's run composes against verl's config with the CPU preset."""
 
+import hashlib
 import json
 import subprocess
 from types import SimpleNamespace
@@ -165,3 +166,34 @@ def test_a_run_summary_is_committed_alone_in_the_repository_that_holds_it(tmp_pa
     assert git("log", "--format=%s") == "benchmark run: arith grpo\n"
     assert git("show", "--name-only", "--format=").split() == ["runs/grpo__lr0.0001__seed0.json"]
     assert git("diff", "--cached", "--name-only").split() == ["other.txt"]
+
+
+def test_runs_are_added_to_committed_ones_only_from_the_same_warm_start(tmp_path, monkeypatch):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    assets = SimpleNamespace(model_dir=model)
+    warm_start = matrix.warm_start_sha256(assets)
+    assert warm_start == hashlib.sha256(b"weights").hexdigest()
+    summaries = tmp_path / "results" / "arith" / "runs"
+    summaries.mkdir(parents=True)
+    matrix.check_warm_start(summaries, warm_start)  # nothing committed yet
+    (summaries / matrix.summary_name("grpo", 1e-5, 0)).write_text(json.dumps({"warm_start_sha256": warm_start}))
+    matrix.check_warm_start(summaries, warm_start)
+    other = rf"another warm start \({warm_start[:16]}: 1 runs, e\.g\. grpo__lr1e-05__seed0"
+    with pytest.raises(ValueError, match=other):
+        matrix.check_warm_start(summaries, "0" * 64)
+
+    (summaries / matrix.summary_name("pure", None, 1)).write_text(json.dumps({"task": "arith"}))
+    with pytest.raises(ValueError, match=r"not recorded: 1 runs, e\.g\. pure__lrbase__seed1"):
+        matrix.check_warm_start(summaries, warm_start)
+    # the matrix refuses before it trains anything, and only when it has a run left to add
+    monkeypatch.setattr(matrix, "build_assets", lambda *args, **kwargs: assets)
+    monkeypatch.setattr(matrix, "run_verl", lambda *args, **kwargs: pytest.fail("trained despite the refusal"))
+
+    def run(plan):
+        matrix.run_matrix("arith", plan, 1, tmp_path, tmp_path, None, tmp_path / "results", False)
+
+    with pytest.raises(ValueError, match="another warm start"):
+        run([("grpo", 1e-5, 0), ("grpo", 1e-5, 1)])
+    run([("grpo", 1e-5, 0), ("pure", None, 1)])

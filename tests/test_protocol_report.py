@@ -79,8 +79,9 @@ def test_read_runs_groups_by_task_cell_lr_seed(tmp_path):
         summary("bot_grpo", 1e-4, 0, {"val": level([2, 3, 4])}, steps=16),
         summary("bot_grpo", 1e-4, 0, {"val": level([2, 3, 4], problems=5)}),
         summary("bot_grpo", 1e-4, 0, {"val": level([2, 3, 4]), "test": level([2, 3, 4])}),
+        summary("bot_grpo", 1e-4, 0, {"val": level([2, 3, 4])}) | {"warm_start_sha256": "ab" * 32},
     ],
-    ids=["training steps", "problems", "splits"],
+    ids=["training steps", "problems", "splits", "warm start"],
 )
 def test_read_runs_refuses_mixed_settings(tmp_path, odd):
     write(tmp_path, summary("grpo", 1e-4, 0, {"val": level([2, 3, 4])}), odd)
