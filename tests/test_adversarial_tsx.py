@@ -321,7 +321,8 @@ def fastest(function, repeats: int = 5) -> float:
 def test_error_regions_are_linear_in_the_code():
     """Thousands of diagnostics on one long non-ASCII line inside thousands of nested elements cost
     about what three diagnostics cost on the same code in short lines (before: one pass over the line
-    or the elements per diagnostic)."""
+    or the elements per diagnostic, hundreds of times slower). Unloaded the ratio is 1.2-1.7 (2-core EPYC);
+    the bound leaves room for a loaded CI machine (9x seen once under a parallel benchmark)."""
     size, count = 120_000, 1000
     long_line = ("é" * 59 + "x") * (size // 60)
     short_lines = ("é" * 59 + "\n") * (size // 60)
@@ -331,9 +332,9 @@ def test_error_regions_are_linear_in_the_code():
     degenerate = {"diagnostics": esbuild + typescript, "elements": nested}
     normal = {"diagnostics": esbuild[:2] + typescript[:1], "elements": nested[:3]}
     for region in ("token", "element"):
-        slow = fastest(lambda region=region: rt.error_regions(long_line, degenerate, region), 3)
-        quick = fastest(lambda region=region: rt.error_regions(short_lines, normal, region), 3)
-        assert slow < 8 * quick, (region, slow, quick)
+        slow = fastest(lambda region=region: rt.error_regions(long_line, degenerate, region))
+        quick = fastest(lambda region=region: rt.error_regions(short_lines, normal, region))
+        assert slow < 30 * quick, (region, slow, quick)
 
 
 @pytest.mark.parametrize(
