@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.metrics import AS_ASKED, DYNAMIC_SAMPLING
+from benchmarks.protocol_report import lr_name, run_file_name
 from benchmarks.report import write_report
 from demo.assets import build_assets
 from demo.held_out import (
@@ -213,16 +214,6 @@ def commit(path: Path, message: str, attempts: int = 10) -> None:
     print(f"warning: could not commit {path}; commit it by hand", flush=True)
 
 
-def lr_text(lr: float | None) -> str:
-    """A learning rate as run folders and summaries name it (``base``: the base settings' rate)."""
-    return f"{lr:g}" if lr is not None else "base"
-
-
-def summary_name(cell: str, lr: float | None, seed: int) -> str:
-    """``<cell>__lr<lr>__seed<seed>.json``, the run summary's file name."""
-    return f"{cell}__lr{lr_text(lr)}__seed{seed}.json"
-
-
 def run_folder(runs: Path, task_name: str, cell: str, lr: float | None, seed: int) -> Path:
     """``<runs>/<task>/<cell>[/lr<lr>]/seed<k>`` (no lr: the layout :mod:`benchmarks.report` reads)."""
     return runs / task_name / cell / (f"lr{lr:g}" if lr is not None else "") / f"seed{seed}"
@@ -276,12 +267,12 @@ def run_matrix(
     warm_start = warm_start_sha256(assets)
     problems = problem_index(assets, validation.splits) if validation else {}
     summaries = results / task_name / "runs" if results else None
-    if summaries and any(not (summaries / summary_name(*run)).exists() for run in plan):
+    if summaries and any(not (summaries / run_file_name(*run)).exists() for run in plan):
         check_warm_start(summaries, warm_start)
     for number, (cell, lr, seed) in enumerate(plan, 1):
         out = run_folder(runs, task_name, cell, lr, seed)
-        name = f"[{number}/{len(plan)}] {cell} lr {lr if lr is not None else 'base'} seed {seed}"
-        summary_path = summaries / summary_name(cell, lr, seed) if summaries else None
+        name = f"[{number}/{len(plan)}] {cell} lr {lr_name(lr)} seed {seed}"
+        summary_path = summaries / run_file_name(cell, lr, seed) if summaries else None
         if (out / "DONE").exists() or (summary_path and summary_path.exists()):
             print(f"{name}: done before, skipped", flush=True)
             continue
@@ -299,7 +290,7 @@ def run_matrix(
             summary = run_summary(out, task_name, cell, lr, seed, problems, warm_start)
             summary_path.write_text(json.dumps(summary) + "\n")
             if commit_results:
-                commit(summary_path, f"benchmark run: {task_name} {cell} lr {lr_text(lr)} seed {seed}")
+                commit(summary_path, f"benchmark run: {task_name} {cell} lr {lr_name(lr)} seed {seed}")
 
 
 def parse_validation(text: str, every: int, samples: int, before: bool) -> Validation | None:

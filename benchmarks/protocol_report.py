@@ -58,6 +58,11 @@ def lr_name(lr: float | None) -> str:
     return "base" if lr is None else f"{lr:g}"
 
 
+def run_file_name(cell: str, lr: float | None, seed: int) -> str:
+    """A run summary's file name, ``<cell>__lr<lr>__seed<seed>.json`` (:data:`RUN_FILE` reads it)."""
+    return f"{cell}__lr{lr_name(lr)}__seed{seed}.json"
+
+
 def lr_order(lr: float | None) -> tuple[bool, float]:
     """Sort key of learning rates: ascending, ``base`` first."""
     return lr is not None, lr or 0.0

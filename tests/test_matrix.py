@@ -178,13 +178,13 @@ def test_runs_are_added_to_committed_ones_only_from_the_same_warm_start(tmp_path
     summaries = tmp_path / "results" / "arith" / "runs"
     summaries.mkdir(parents=True)
     matrix.check_warm_start(summaries, warm_start)  # nothing committed yet
-    (summaries / matrix.summary_name("grpo", 1e-5, 0)).write_text(json.dumps({"warm_start_sha256": warm_start}))
+    (summaries / matrix.run_file_name("grpo", 1e-5, 0)).write_text(json.dumps({"warm_start_sha256": warm_start}))
     matrix.check_warm_start(summaries, warm_start)
     other = rf"another warm start \({warm_start[:16]}: 1 runs, e\.g\. grpo__lr1e-05__seed0"
     with pytest.raises(ValueError, match=other):
         matrix.check_warm_start(summaries, "0" * 64)
 
-    (summaries / matrix.summary_name("pure", None, 1)).write_text(json.dumps({"task": "arith"}))
+    (summaries / matrix.run_file_name("pure", None, 1)).write_text(json.dumps({"task": "arith"}))
     with pytest.raises(ValueError, match=r"not recorded: 1 runs, e\.g\. pure__lrbase__seed1"):
         matrix.check_warm_start(summaries, warm_start)
     # the matrix refuses before it trains anything, and only when it has a run left to add

@@ -36,8 +36,7 @@ def write(results, *summaries):
     for run in summaries:
         folder = results / run["task"] / "runs"
         folder.mkdir(parents=True, exist_ok=True)
-        name = f"{run['cell']}__lr{report.lr_name(run['lr'])}__seed{run['seed']}.json"
-        (folder / name).write_text(json.dumps(run))
+        (folder / report.run_file_name(run["cell"], run["lr"], run["seed"])).write_text(json.dumps(run))
 
 
 def level(values, problems=4):
