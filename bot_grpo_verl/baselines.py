@@ -12,8 +12,9 @@ manager's output) and is registered with verl by :mod:`bot_grpo_verl.plugin`:
   outcome, as ``reward_models/arithmetic_steps.py`` does.
 - ``ps_grpo``: DeepSeekMath's process-supervised GRPO (arXiv:2402.03300, section 4.1.3): every step reward
   of the group is normalised by the mean and std over all steps of the group, and a token's advantage is
-  the sum of the normalised rewards of the steps ending at or after it. It needs the step rewards on the
-  steps' last tokens: ``reward.bot_token.placement=step_end``.
+  the sum of the normalised rewards of the steps ending at or after it. It reads the step layout
+  ``reward.bot_token.placement=step_end`` (:mod:`bot_grpo_verl.step_layout`): the reward function's spans
+  are the steps, and a response without spans is one step valued at its outcome.
 - ``bot_grpo_shuffled``: a localisation control, BoT-GRPO on each response's token rewards permuted within
   the response (same values, same bag, no credit localisation).
 
@@ -29,7 +30,9 @@ import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
 from bot_grpo_verl.estimator import compute_bot_grpo_advantage
+from bot_grpo_verl.groups import suffix_sum
 from bot_grpo_verl.options import option_from_config
+from bot_grpo_verl.step_layout import check_no_kl_in_reward, is_step_end
 
 
 def last_valid_positions(response_mask: torch.Tensor) -> torch.Tensor:
@@ -104,34 +107,25 @@ def compute_grpo_token_min_advantage(
     return grpo_on_row_scores(row_min_plus_last(token_level_rewards, response_mask), response_mask, index, config)
 
 
-def step_ends(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """Where the steps end in the ``step_end`` layout: valid tokens holding a nonzero reward, and each row's
-    last valid token (the last step ends there even when its reward is 0). Shape (bs, response_length), bool.
-
-    A step whose reward is exactly 0 and that does not end the response is invisible in this layout (verl
-    hands an estimator one reward tensor); ``reward_models/arithmetic_steps.py`` never gives one.
-    """
-    columns = torch.arange(response_mask.shape[-1], device=response_mask.device)
-    is_last = columns == last_valid_positions(response_mask).unsqueeze(-1)
-    return response_mask.bool() & ((token_level_rewards != 0) | is_last)
-
-
 def compute_ps_grpo_advantage(
     token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray, config: Mapping | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""``ps_grpo``: process-supervised GRPO (DeepSeekMath, arXiv:2402.03300, section 4.1.3).
 
-    With step rewards ``r_j`` on each step's last token (:func:`step_ends`), per group g:
+    Reads the ``step_end`` layout (``reward.bot_token.placement=step_end``,
+    :mod:`bot_grpo_verl.step_layout`): step rewards ``r_j`` on the steps' last tokens. Per group g:
 
         \tilde r_j = (r_j - mean_g(r)) / (std_g(r) + \epsilon)     over every step j of every response of g
         A[i,t]     = sum_{steps j of i ending at or after t} \tilde r_j
 
     The step statistics are BoT-GRPO's bag with every step weighing 1 (``weighting=uniform`` over the
-    step-end tokens; ``norm_adv_by_std_in_grpo`` and ``algorithm.bot_grpo.epsilon`` apply).
+    step-end tokens; ``std_g`` is Bessel-corrected as in verl's ``grpo``; ``norm_adv_by_std_in_grpo`` and
+    ``algorithm.bot_grpo.epsilon`` apply).
 
     Args and returns as :func:`compute_grpo_token_mean_advantage`.
     """
-    ends = step_ends(token_level_rewards, response_mask)
+    check_no_kl_in_reward(config, "ps_grpo")
+    ends = is_step_end(token_level_rewards) & response_mask.bool()
     config = config if config is not None else {}
     bot_grpo = dict(config.get("bot_grpo") or {})
     step_config = {
@@ -139,7 +133,7 @@ def compute_ps_grpo_advantage(
         "bot_grpo": {**bot_grpo, "weighting": "uniform", "outcome_broadcast": "never", "credit": "token"},
     }
     normalised, _ = compute_bot_grpo_advantage(token_level_rewards * ends, ends.long(), index, step_config)
-    advantages = normalised.flip(-1).cumsum(dim=-1).flip(-1) * response_mask
+    advantages = suffix_sum(normalised) * response_mask
     return advantages, advantages
 
 

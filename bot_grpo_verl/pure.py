@@ -1,8 +1,10 @@
-"""PURE: min-form (or sum-form) credit assignment on token rewards, with a leave-one-out baseline.
+"""PURE: min-form (or sum-form) credit assignment over process-reward steps, with PURE's token baseline.
 
 Cheng et al. 2025, "Stop Summation: Min-Form Credit Assignment Is All Process Reward Model Needs for
-Reasoning" (arXiv:2504.15275). verl has no PURE; the plugin registers it as ``pure`` so that it runs
-on the same token rewards as ``bot_grpo`` (``+preset=pure``).
+Reasoning" (arXiv:2504.15275), as the authors' code computes it (CJReinforce/PURE,
+``openrlhf/trainer/ppo_utils/experience_maker.py`` and ``openrlhf/utils/utils.py``, ``--reward_baseline token``,
+``--reward_mode PRM``). verl has no PURE; the plugin registers it as ``pure`` (``+preset=pure``), reading
+the step rewards that the ``bot_token`` manager writes with ``placement=step_end``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from bot_grpo_verl.groups import (
     suffix_sum,
 )
 from bot_grpo_verl.options import check_option_values, options_from_config
+from bot_grpo_verl.step_layout import check_no_kl_in_reward, is_step_end
 
 CREDITS = ("min", "sum")
 
@@ -32,17 +35,17 @@ class PUREConfig:
 
     Parameters:
         temperature (`float`, *optional*, defaults to `0.1`):
-            Temperature ``T`` of the softmin weights ``softmax(-r / T)`` over a response's tokens (``"min"``
-            credit). The weighted sum ``sum_t softmax(-r/T)_t r_t`` tends to ``min_t r_t`` as ``T -> 0``
-            (PURE's min-form value) and to the mean reward as ``T -> inf``. PURE uses 0.1. Rewards must
+            Temperature ``T`` of the softmin weights ``softmax(-r / T)`` over a response's steps (``"min"``
+            credit). The weighted sum ``sum_j softmax(-r/T)_j r_j`` tends to ``min_j r_j`` as ``T -> 0``
+            (PURE's min-form value) and to the mean step reward as ``T -> inf``. PURE uses 0.1. Rewards must
             stay within ``T * max / 2`` of the accumulation dtype (``max`` about 3.4e38 in float32), so
             that ``-r / T`` is finite.
         credit (`str`, *optional*, defaults to `"min"`):
-            How a token's return is formed from the rewards of itself and the later tokens.
-            - `"min"`: softmin-weighted sum, ``G[t] = sum_{s>=t} softmax(-r/T)_s r_s``: a response is
+            How a token's return is formed from the rewards of the steps ending at or after it.
+            - `"min"`: softmin-weighted sum, ``G[t] = sum_{j: e_j >= t} softmax(-r/T)_j r_j``: a response is
               valued by its worst steps (PURE's min-form credit assignment).
-            - `"sum"`: plain sum, ``G[t] = sum_{s>=t} r_s``: the usual return-to-go (the sum-form credit
-              PURE compares against; it lets a PRM's rewards be gamed by many small positive steps).
+            - `"sum"`: plain sum, ``G[t] = sum_{j: e_j >= t} r_j``: the usual return-to-go (the sum-form
+              credit PURE compares against; it lets a PRM's rewards be gamed by many small positive steps).
     """
 
     temperature: float = 0.1
@@ -78,29 +81,30 @@ def compute_pure_advantage(
     config: Mapping | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""
-    Compute PURE advantages: min-form (softmin-weighted) or sum-form return-to-go minus a leave-one-out
-    baseline.
+    Compute PURE advantages: min-form (softmin-weighted) or sum-form step rewards, minus PURE's per-token
+    leave-one-out baseline, summed to go.
 
-    For row i with valid tokens m[i, t] (L_i of them):
+    Reads the ``step_end`` layout (:mod:`bot_grpo_verl.step_layout`): step j of row i has reward ``r[i,j]``
+    on its last token ``e[i,j]``. With ``L_i`` valid tokens in row i:
 
-        \omega[i,t] = softmax over the valid t of (-r[i,t] / T)     (``"min"`` credit; 1 for ``"sum"``)
-        G[i,t]      = sum_{s >= t} m[i,s] \omega[i,s] r[i,s]       (G[i,0] ~ min_t r[i,t] as T -> 0)
-        N[i,t]      = sum_{s >= t} m[i,s]                          (valid tokens still to come)
-        b_i         = sum_j G[j,0] / sum_j L_j over the other non-empty rows j of i's group: their
-                      weighted reward per token (RLOO; 0 when alone)
-        A[i,t]      = m[i,t] (G[i,t] - b_i N[i,t])
+        \omega[i,j] = softmax over the steps j of row i of (-r[i,j] / T)   (``"min"`` credit; 1 for ``"sum"``)
+        v_i         = sum_j \omega[i,j] r[i,j]                              (-> min_j r[i,j] as T -> 0)
+        b_i         = sum_{k != i} v_k / sum_{k != i} L_k                    (others' reward per token; 0 alone)
+        n[i,j]      = e[i,j] - e[i,j-1] - 1                                  (step j's tokens before its end)
+        q[i,e[i,j]] = \omega[i,j] r[i,j] - b_i n[i,j]                        (0 on every other token)
+        G[i,t]      = sum_{s >= t} q[i,s]
+        A[i,t]      = m[i,t] G[i,t], and 0 on the step-end tokens             (the authors' separator mask)
 
-    The baseline is PURE's per-token one (``--reward_baseline token`` in the authors' scripts): each
-    token's reward is compared with the others' average reward per token before the return is summed,
-    so a token's baseline covers only what is left of its response.
-
-    Verifiable outcomes enter through the token rewards (the ``bot_token`` manager gives the answer's
-    tokens, or every uncovered token, the outcome score). Empty rows get zero and are not in baselines.
-    Inputs are checked as for ``bot_grpo``, in one device-to-host sync.
+    This is the authors' ``--reward_mode PRM``: the outcome enters as a step (arithmetic's answer step, or
+    the one step of a response without spans). Their ``PRMVR`` also adds the verifier's outcome at EOS
+    with a leave-one-out baseline of its own; verl hands an estimator one reward tensor, which cannot hold
+    the outcome beside the steps. Empty rows get zero and are not in baselines. Inputs are checked as for
+    ``bot_grpo``, in one device-to-host sync.
 
     Args:
         token_level_rewards: `(torch.Tensor)`
-            shape is (bs, response_length); finite, within :meth:`PUREConfig.reward_bound`
+            shape is (bs, response_length); the ``step_end`` layout, finite, within
+            :meth:`PUREConfig.reward_bound`
         response_mask: `(torch.Tensor)`
             shape is (bs, response_length); bool or 0/1
         index: `(np.ndarray)`
@@ -115,9 +119,10 @@ def compute_pure_advantage(
             shape is (bs, response_length); the returns G
 
     Raises:
-        ValueError: for bad options, shapes, masks, indices or rewards, naming the problem.
+        ValueError: for bad options, shapes, masks, indices or rewards, or an in-reward KL penalty.
     """
     options = PUREConfig.from_algorithm_config(config)
+    check_no_kl_in_reward(config, "pure")
     groups = check_batch(token_level_rewards, response_mask, index)
     with torch.no_grad():
         rewards = token_level_rewards.to(accumulation_dtype(token_level_rewards.dtype))
@@ -125,22 +130,34 @@ def compute_pure_advantage(
             return rewards.new_zeros(rewards.shape), rewards.new_zeros(rewards.shape)
         check_values(rewards, response_mask, options.reward_bound(rewards.dtype, *rewards.shape))
         mask = response_mask.to(rewards.dtype)
-        weighted = credited_rewards(rewards, mask, options)
-        returns = suffix_sum(weighted) * mask
-        remaining = suffix_sum(mask)
-        baseline = others_per_token(weighted.sum(dim=-1), mask.sum(dim=-1), groups)
-        advantages = (returns - baseline.unsqueeze(1) * remaining) * mask
+        ends = is_step_end(rewards) & response_mask.bool()
+        credited = credited_step_rewards(rewards, ends, options)
+        baseline = others_per_token(credited.sum(dim=-1), mask.sum(dim=-1), groups)
+        step_rewards = credited - baseline.unsqueeze(1) * tokens_before_step_end(ends)
+        returns = suffix_sum(step_rewards) * mask
+        advantages = returns.masked_fill(ends, 0.0)
     return advantages, returns
 
 
-def credited_rewards(rewards: torch.Tensor, mask: torch.Tensor, options: PUREConfig) -> torch.Tensor:
-    """(B, T): each valid token's reward as it enters the returns, ``m w r``: weighted by the softmin
-    ``w = softmax(-r / T)`` over its row's valid tokens for ``"min"`` credit, as it is for ``"sum"``."""
+def credited_step_rewards(rewards: torch.Tensor, ends: torch.Tensor, options: PUREConfig) -> torch.Tensor:
+    """(B, T): each step's reward as it enters the returns, on its end token (``ends``, (B, T) bool), 0
+    elsewhere: weighted by the softmin ``softmax(-r / T)`` over its row's steps for ``"min"`` credit
+    (the authors' ``turn_process_reward_logits_to_reward``), as it is for ``"sum"``."""
+    step_rewards = rewards.where(ends, 0.0)
     if options.credit == "sum":
-        return rewards * mask
-    logits = (-rewards / options.temperature).masked_fill(mask == 0, -torch.inf)
-    softmin = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # an empty row's softmax is NaN
-    return softmin * rewards * mask
+        return step_rewards
+    logits = (-rewards / options.temperature).masked_fill(~ends, -torch.inf)
+    softmin = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # a row without steps has a NaN softmax
+    return softmin * step_rewards
+
+
+def tokens_before_step_end(ends: torch.Tensor) -> torch.Tensor:
+    """(B, T) long: on each step-end token of ``ends`` ((B, T) bool), the tokens of its step before it (those
+    after the previous step's end); 0 elsewhere."""
+    positions = torch.arange(ends.shape[-1], device=ends.device).expand(ends.shape)
+    end_so_far = positions.where(ends, -1).cummax(dim=-1).values
+    previous_end = torch.nn.functional.pad(end_so_far[:, :-1], (1, 0), value=-1)
+    return (positions - previous_end - 1).where(ends, 0)
 
 
 def others_per_token(totals: torch.Tensor, lengths: torch.Tensor, groups: Groups) -> torch.Tensor:

@@ -24,6 +24,7 @@ from verl.utils.reward_score import default_compute_score
 
 from bot_grpo_verl.alignment import token_char_ranges, token_values_from_spans
 from bot_grpo_verl.options import check_option_values, options_from_config
+from bot_grpo_verl.step_layout import is_step_end, step_end_rewards
 from bot_grpo_verl.token_rewards import parse_reward_result
 
 REWARD_MANAGER_NAME = "bot_token"
@@ -66,10 +67,12 @@ class TokenRewardConfig:
             Mixes the outcome score into every token: ``r_t <- (1 - w) r_t + w * score``. ``0`` keeps
             the token rewards, ``1`` gives every token the outcome (GRPO through ``bot_grpo``).
         placement (`str`, *optional*, defaults to `"spread"`):
-            Where a span's value goes. `"spread"`: on every token the span covers (what ``bot_grpo`` and
-            ``pure`` consume). `"step_end"`: on the last token the span covers only, every other token
-            gets 0 (the uncovered last token gets the outcome score): the step rewards of process-supervised
-            GRPO (``ps_grpo``, DeepSeekMath arXiv:2402.03300, section 4.1.3). Takes no `outcome_weight`.
+            Where a span's value goes. `"spread"`: on every token the span covers (what ``bot_grpo``
+            consumes). `"step_end"`: the step layout of process supervision (:func:`step_end_rewards`):
+            each span is one step whose value sits on its last token; a response without spans is one
+            step, the outcome score on its last valid token; every other token is no step. Read by
+            ``ps_grpo`` (DeepSeekMath arXiv:2402.03300, section 4.1.3) and ``pure`` (arXiv:2504.15275).
+            Takes no `outcome_weight` and no ``token_rewards`` (they mark no steps).
     """
 
     clip_range: tuple[float, float] | None = None
@@ -130,11 +133,11 @@ def aligned_token_rewards(result, text: str, ranges: np.ndarray, options: TokenR
     """
     length = len(ranges)
     parsed = parse_reward_result(result, len(text), length)
+    if options.placement == "step_end":
+        return step_layout_with_info(parsed, ranges, len(text), options)
     if parsed.token_rewards is not None:
         rewards = parsed.token_rewards
         covered = np.ones(length, dtype=bool)
-    elif parsed.spans and options.placement == "step_end":
-        rewards, covered = step_end_rewards(ranges, parsed.spans, parsed.score, len(text))
     elif parsed.spans:
         rewards = token_values_from_spans(ranges, parsed.spans, np.nan, len(text))
         covered = ~np.isnan(rewards)
@@ -146,35 +149,33 @@ def aligned_token_rewards(result, text: str, ranges: np.ndarray, options: TokenR
     rewards = (1.0 - options.outcome_weight) * rewards + options.outcome_weight * parsed.score
     if options.clip_range is not None:
         rewards = np.clip(rewards, *options.clip_range)
-    info = {
+    return rewards, reward_info(parsed, rewards, covered)
+
+
+def reward_info(parsed, rewards: np.ndarray, covered: np.ndarray) -> dict:
+    """The scalar logs of one response (see :func:`aligned_token_rewards`)."""
+    return {
         "acc": parsed.score,  # verl's validation reports "acc" as its core metric when present
         **parsed.extra,
         "score": parsed.score,
-        "token_reward_mean": float(rewards.mean()) if length else parsed.score,
-        "span_coverage": float(covered.mean()) if length else 0.0,
+        "token_reward_mean": float(rewards.mean()) if len(rewards) else parsed.score,
+        "span_coverage": float(covered.mean()) if len(covered) else 0.0,
     }
-    return rewards, info
 
 
-def step_end_rewards(ranges: np.ndarray, spans, score: float, text_length: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each span's value on the last token assigned to it (tokens assigned as by ``token_values_from_spans``;
-    a span with no token gives nothing), 0 on every other token, and ``score`` on the last token if no span
-    covers it.
-
-    Returns:
-        rewards: float64, shape (L,); covered: bool, shape (L,), the tokens assigned to a span.
-    """
-    ordinals = [(start, end, k) for k, (start, end, _) in enumerate(spans)]
-    owner = token_values_from_spans(ranges, ordinals, -1, text_length).astype(np.int64)
-    covered = owner >= 0
-    last_token = np.full(len(spans), -1)
-    np.maximum.at(last_token, owner[covered], np.flatnonzero(covered))
-    has_token = last_token >= 0
-    rewards = np.zeros(len(owner))
-    rewards[last_token[has_token]] = np.asarray([value for _, _, value in spans])[has_token]
-    if len(rewards) and not covered[-1]:
-        rewards[-1] = score
-    return rewards, covered
+def step_layout_with_info(parsed, ranges: np.ndarray, text_length: int, options: TokenRewardConfig):
+    """:func:`aligned_token_rewards` for ``placement=step_end``: :func:`step_end_rewards` of the parsed result,
+    its step values clipped to ``clip_range``; ``token_reward_mean`` is the mean step value."""
+    if parsed.token_rewards is not None:
+        raise ValueError(
+            "reward.bot_token.placement=step_end needs spans (one per step) or a plain score: 'token_rewards' "
+            "mark no steps"
+        )
+    clip = options.clip_range or (-np.inf, np.inf)
+    spans = tuple((start, end, float(np.clip(value, *clip))) for start, end, value in parsed.spans or ())
+    rewards, covered = step_end_rewards(ranges, spans, float(np.clip(parsed.score, *clip)), text_length)
+    steps = rewards[is_step_end(rewards)]
+    return rewards, reward_info(parsed, steps, covered)
 
 
 # Registered when this module runs, like verl's own managers: importing it first (``import verl`` then

@@ -98,7 +98,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "pure": Algorithm(
         ("+preset=pure",),
         "token",
-        "PURE (arXiv:2504.15275): min-form credit assignment, this plugin's `pure` estimator",
+        "PURE (arXiv:2504.15275): min-form credit over the reward's steps, the authors' token baseline",
     ),
     # Same-information baselines: the token rewards BoT-GRPO gets, used as a GRPO user would
     # (bot_grpo_verl.baselines).
@@ -121,7 +121,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "pure_sum": Algorithm(
         ("+preset=pure", "algorithm.pure.credit=sum"),
         "token",
-        "PURE's sum-form credit (return-to-go of the token rewards), the comparison of the PURE paper",
+        "PURE's sum-form credit (return-to-go of the step rewards), the comparison of the PURE paper",
     ),
     "bot_grpo": Algorithm(("+preset=bot_grpo",), "token", "BoT-GRPO: bag-of-tokens group statistics"),
     "bot_grpo_shuffled": Algorithm(
