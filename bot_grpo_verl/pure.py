@@ -90,7 +90,7 @@ def compute_pure_advantage(
         \omega[i,j] = softmax over the steps j of row i of (-r[i,j] / T)   (``"min"`` credit; 1 for ``"sum"``)
         v_i         = sum_j \omega[i,j] r[i,j]                              (-> min_j r[i,j] as T -> 0)
         b_i         = sum_{k != i} v_k / sum_{k != i} L_k                    (others' reward per token; 0 alone)
-        n[i,j]      = e[i,j] - e[i,j-1] - 1                                  (step j's tokens before its end)
+        n[i,j]      = valid tokens after e[i,j-1] and before e[i,j]          (step j's tokens before its end)
         q[i,e[i,j]] = \omega[i,j] r[i,j] - b_i n[i,j]                        (0 on every other token)
         G[i,t]      = sum_{s >= t} q[i,s]
         A[i,t]      = m[i,t] G[i,t], and 0 on the step-end tokens             (the authors' separator mask)
@@ -133,7 +133,7 @@ def compute_pure_advantage(
         ends = is_step_end(rewards) & response_mask.bool()
         credited = credited_step_rewards(rewards, ends, options)
         baseline = others_per_token(credited.sum(dim=-1), mask.sum(dim=-1), groups)
-        step_rewards = credited - baseline.unsqueeze(1) * tokens_before_step_end(ends)
+        step_rewards = credited - baseline.unsqueeze(1) * tokens_before_step_end(ends, mask)
         returns = suffix_sum(step_rewards) * mask
         advantages = returns.masked_fill(ends, 0.0)
     return advantages, returns
@@ -151,13 +151,13 @@ def credited_step_rewards(rewards: torch.Tensor, ends: torch.Tensor, options: PU
     return softmin * step_rewards
 
 
-def tokens_before_step_end(ends: torch.Tensor) -> torch.Tensor:
-    """(B, T) long: on each step-end token of ``ends`` ((B, T) bool), the tokens of its step before it (those
-    after the previous step's end); 0 elsewhere."""
-    positions = torch.arange(ends.shape[-1], device=ends.device).expand(ends.shape)
-    end_so_far = positions.where(ends, -1).cummax(dim=-1).values
-    previous_end = torch.nn.functional.pad(end_so_far[:, :-1], (1, 0), value=-1)
-    return (positions - previous_end - 1).where(ends, 0)
+def tokens_before_step_end(ends: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, T): on each step-end token of ``ends`` ((B, T) bool), the valid tokens (``mask``, (B, T) 0/1) of its
+    step before it, those after the previous step's end; 0 elsewhere."""
+    valid_so_far = mask.cumsum(dim=-1)
+    valid_at_ends = valid_so_far.where(ends, 0).cummax(dim=-1).values
+    valid_at_previous_end = torch.nn.functional.pad(valid_at_ends[:, :-1], (1, 0))
+    return (valid_so_far - valid_at_previous_end - 1).where(ends, 0)
 
 
 def others_per_token(totals: torch.Tensor, lengths: torch.Tensor, groups: Groups) -> torch.Tensor:

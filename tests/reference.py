@@ -109,28 +109,31 @@ def reference_suffix_mean(advantages, mask):
 
 
 def reference_pure(rewards, mask, index, temperature, credit="min"):
-    """PURE from its definition: softmin weights (``"min"`` credit) or none (``"sum"``), return-to-go,
-    leave-one-out per-token baseline."""
+    """PURE from its definition (``bot_grpo_verl.pure``; the authors' code is ``pure_reference``): a step ends
+    at each valid token not holding -0.0; softmin weights over a row's steps (``"min"``) or none (``"sum"``);
+    leave-one-out reward per token ``b``; each step's weighted reward minus ``b`` times its other valid tokens,
+    on its end; returns summed to go; advantages 0 on the step ends."""
     rewards, mask = rewards.double().tolist(), mask.tolist()
-    returns = []
+    steps = []
     for row, row_mask in zip(rewards, mask, strict=True):
-        valid = [t for t, m in enumerate(row_mask) if m]
-        if credit == "min":
-            z = [math.exp(-(row[t] - min(row[s] for s in valid)) / temperature) for t in valid]
-            weight = {t: value / sum(z) for t, value in zip(valid, z, strict=True)}
+        ends = [t for t, m in enumerate(row_mask) if m and (row[t] != 0 or math.copysign(1.0, row[t]) > 0)]
+        if credit == "min" and ends:
+            z = [math.exp(-(row[t] - min(row[s] for s in ends)) / temperature) for t in ends]
+            steps.append({t: row[t] * value / sum(z) for t, value in zip(ends, z, strict=True)})
         else:
-            weight = dict.fromkeys(valid, 1.0)
-        returns.append(
-            [sum(weight[s] * row[s] for s in valid if s >= t) if row_mask[t] else 0.0 for t in range(len(row))]
-        )
-    totals = [
-        r[next((t for t, m in enumerate(mk) if m), 0)] if any(mk) else 0.0 for r, mk in zip(returns, mask, strict=True)
-    ]
-    advantages = []
-    for i, row in enumerate(returns):
-        others = [j for j in range(len(returns)) if j != i and index[j] == index[i] and any(mask[j])]
-        per_token = sum(totals[j] for j in others) / sum(sum(mask[j]) for j in others) if others else 0.0
-        advantages.append(
-            [(value - per_token * sum(mask[i][t:])) if mask[i][t] else 0.0 for t, value in enumerate(row)]
-        )
+            steps.append({t: row[t] for t in ends})
+    lengths = [sum(row_mask) for row_mask in mask]
+    advantages, returns = [], []
+    for i, row_mask in enumerate(mask):
+        others = [j for j in range(len(mask)) if j != i and index[j] == index[i]]
+        others_length = sum(lengths[j] for j in others)
+        per_token = sum(sum(steps[j].values()) for j in others) / others_length if others_length else 0.0
+        step_rewards, previous = [0.0] * len(row_mask), -1
+        for end, value in sorted(steps[i].items()):
+            between = sum(row_mask[previous + 1 : end])
+            step_rewards[end] = value - per_token * between
+            previous = end
+        row_returns = [sum(step_rewards[t:]) if row_mask[t] else 0.0 for t in range(len(row_mask))]
+        returns.append(row_returns)
+        advantages.append([0.0 if t in steps[i] else value for t, value in enumerate(row_returns)])
     return torch.tensor(advantages, dtype=torch.float64), torch.tensor(returns, dtype=torch.float64)

@@ -25,10 +25,12 @@ def reference(name, rewards, mask, index):
 
 
 def batch(rows=4, length=5, seed=0):
-    """Dense rewards, right padding, one empty-free group pair: ``["a", "a", "b", "b", ...]``."""
+    """Dense rewards, right padding, one empty-free group pair: ``["a", "a", "b", "b", ...]``; the even columns
+    hold -0.0, so that ``pure`` sees steps on the odd ones (``bot_grpo`` reads them as 0)."""
     generator = torch.Generator().manual_seed(seed)
     mask = (torch.arange(length)[None, :] < torch.tensor([5, 3, 4, 2] * (rows // 4))[:, None]).float()
     rewards = torch.randn(rows, length, generator=generator) * mask
+    rewards = rewards.where(torch.arange(length) % 2 == 1, -0.0)
     index = np.array([f"g{i // 2}" for i in range(rows)], dtype=object)
     return rewards, mask, index
 
@@ -196,7 +198,7 @@ EQUIVALENT = {
         lambda: (batch()[0].bfloat16(), batch()[1], batch()[2]), lambda: (batch()[0].bfloat16().float(), *batch()[1:])
     ),
     # rewards on masked tokens take no part
-    "rewards on masked tokens": same_as(lambda: (batch()[0] + 5 * (1 - batch()[1]), *batch()[1:]), batch),
+    "rewards on masked tokens": same_as(lambda: (batch()[0].where(batch()[1] == 1, 5.0), *batch()[1:]), batch),
 }
 
 
@@ -236,7 +238,10 @@ def test_single_row_groups_use_mean_zero_and_std_one_in_bot_grpo():
 def test_single_row_groups_have_no_baseline_in_pure():
     rewards, mask, _ = batch()
     advantages, returns = compute_pure_advantage(rewards, mask, np.array(["a", "b", "c", "d"]))
-    torch.testing.assert_close(advantages, returns)
+    steps = (rewards != 0) & mask.bool()
+    torch.testing.assert_close(advantages, returns.masked_fill(steps, 0.0))
+    weights = torch.softmax((-rewards / 0.1).masked_fill(~steps, -math.inf), dim=-1)
+    torch.testing.assert_close(returns[:, 0], (weights * rewards.where(steps, 0.0)).sum(dim=-1))
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
@@ -257,11 +262,12 @@ def test_subnormal_rewards_give_finite_advantages(estimator):
 
 
 def test_tiny_pure_temperature_within_the_bound_is_the_min_form():
-    # T = 1e-30 is fine for |r| <= 1.7e8: the softmin puts all weight on each row's worst token.
-    rewards, mask, index = batch()
+    # T = 1e-30 is fine for |r| <= 1.7e8: the softmin puts all weight on each row's worst step, so without
+    # a baseline (one row per group) the return of the first token is that step's reward.
+    rewards, mask, _ = batch()
     config = OmegaConf.create({"pure": {"temperature": 1e-30}})
-    _, returns = compute_pure_advantage(rewards, mask, index, config)
-    worst = rewards.masked_fill(mask == 0, math.inf).amin(dim=-1)
+    _, returns = compute_pure_advantage(rewards, mask, np.array(["a", "b", "c", "d"]), config)
+    worst = rewards.masked_fill((mask == 0) | (rewards == 0), math.inf).amin(dim=-1)
     torch.testing.assert_close(returns[:, 0], worst)
 
 

@@ -44,11 +44,12 @@ def reference_grpo_on_scores(scores, mask, index, norm_by_std=True, eps=1e-6):
 
 
 def reference_ps_grpo(rewards, mask, index, norm_by_std=True, eps=1e-6):
-    """DeepSeekMath's process supervision: steps end at nonzero rewards and at the last valid token."""
+    """DeepSeekMath's process supervision on the step_end layout: a step ends at every valid token that does
+    not hold negative zero."""
     steps = {}
     for i in range(len(index)):
-        valid = valid_positions(mask[i].tolist())
-        steps[i] = [(t, float(rewards[i, t])) for t in valid if rewards[i, t] != 0 or t == valid[-1]]
+        values = [(t, float(rewards[i, t])) for t in valid_positions(mask[i].tolist())]
+        steps[i] = [(t, value) for t, value in values if value != 0 or math.copysign(1.0, value) > 0]
     members = defaultdict(list)
     for i, uid in enumerate(index):
         members[uid].append(i)
@@ -66,17 +67,25 @@ def reference_ps_grpo(rewards, mask, index, norm_by_std=True, eps=1e-6):
 
 
 def step_batch(generator, num_groups=5, group_size=4, length=20):
-    """Responses of 1-4 steps with +-1 step rewards on each step's last token and a 0/1 outcome at the end."""
+    """The step_end layout of responses with 0-3 steps valued +-1 and a 0/1 answer step at the end: each step's
+    value on its last token (a 0 stored as +0.0), -0.0 on every other token."""
     batch = num_groups * group_size
     index = np.array([f"uid-{g}" for g in range(num_groups) for _ in range(group_size)], dtype=object)
     lengths = torch.randint(4, length + 1, (batch,), generator=generator)
     mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
-    rewards = torch.zeros(batch, length)
+    rewards = torch.full((batch, length), -0.0)
     for i, size in enumerate(lengths.tolist()):
         ends = sorted(torch.randperm(size - 1, generator=generator)[: torch.randint(0, 4, (1,)).item()].tolist())
         rewards[i, ends] = torch.randint(0, 2, (len(ends),), generator=generator).float() * 2 - 1
-        rewards[i, size - 1] = torch.randint(0, 2, (1,), generator=generator).float()
+        rewards[i, size - 1] = torch.randint(0, 2, (1,), generator=generator).float() + 0.0
     return rewards, mask, index
+
+
+def one_step_layout(rewards, mask):
+    """``random_batch(dense=False)`` (an outcome on each last valid token) in the step_end layout."""
+    last = (mask * torch.arange(mask.shape[-1])).argmax(-1, keepdim=True)
+    is_last = torch.zeros_like(mask, dtype=torch.bool).scatter_(-1, last, True) & mask.bool()
+    return torch.where(is_last, rewards + 0.0, -0.0)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -126,7 +135,7 @@ def test_ps_grpo_matches_deepseekmath_process_supervision(seed, norm_by_std):
 
 def test_ps_grpo_with_one_step_per_response_is_grpo_on_the_outcome():
     rewards, mask, index = random_batch(torch.Generator().manual_seed(3), dense=False, gaps=False, empty_rows=False)
-    advantages, _ = compute_ps_grpo_advantage(rewards, mask, index)
+    advantages, _ = compute_ps_grpo_advantage(one_step_layout(rewards, mask), mask, index)
     torch.testing.assert_close(advantages.double(), reference_bot_grpo(rewards, mask, index), atol=1e-5, rtol=1e-5)
 
 

@@ -1,4 +1,5 @@
-"""The PURE baseline estimator against its definition, through verl's dispatch."""
+"""The PURE baseline estimator against its definition, through verl's dispatch (the authors' code is checked in
+``test_process_supervision.py``)."""
 
 import numpy as np
 import pytest
@@ -13,10 +14,16 @@ from verl.trainer.ppo.ray_trainer import compute_advantage
 from bot_grpo_verl.pure import compute_pure_advantage
 
 
+def step_layout(generator, **kwargs):
+    """``random_batch`` with about half of the valid tokens ending no step (-0.0)."""
+    rewards, mask, index = random_batch(generator, **kwargs)
+    return rewards.where(torch.rand(rewards.shape, generator=generator) < 0.5, -0.0), mask, index
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize(("temperature", "credit"), [(0.1, "min"), (1.0, "min"), (10.0, "min"), (0.1, "sum")])
 def test_matches_the_definition(seed, temperature, credit):
-    rewards, mask, index = random_batch(torch.Generator().manual_seed(seed), num_groups=4, max_group=6)
+    rewards, mask, index = step_layout(torch.Generator().manual_seed(seed), num_groups=4, max_group=6)
     config = OmegaConf.create({"pure": {"temperature": temperature, "credit": credit}})
     advantages, returns = compute_pure_advantage(rewards, mask, index, config)
     expected_advantages, expected_returns = reference_pure(rewards, mask, index, temperature, credit)
@@ -24,19 +31,25 @@ def test_matches_the_definition(seed, temperature, credit):
     torch.testing.assert_close(returns.double(), expected_returns, atol=1e-5, rtol=1e-5)
 
 
-def test_low_temperature_values_a_response_by_its_worst_token():
-    rewards = torch.tensor([[1.0, -0.5, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
-    mask = torch.ones(2, 4)
+def test_low_temperature_values_a_response_by_its_worst_step():
+    rewards = torch.tensor([[-0.0, 1.0, -0.0, -0.5, -0.0, 1.0], [-0.0, 1.0, -0.0, 1.0, -0.0, 1.0]])
+    mask = torch.ones(2, 6)
     config = OmegaConf.create({"pure": {"temperature": 0.01}})
-    _, returns = compute_pure_advantage(rewards, mask, np.array(["a", "a"], dtype=object), config)
+    _, returns = compute_pure_advantage(rewards, mask, np.array(["a", "b"], dtype=object), config)
     torch.testing.assert_close(returns[:, 0], torch.tensor([-0.5, 1.0]), atol=1e-4, rtol=0)
-    # the softmin weight sits on the worst token: what follows it carries almost none of the value
-    torch.testing.assert_close(returns[0], torch.tensor([-0.5, -0.5, 0.0, 0.0]), atol=1e-4, rtol=0)
+    # the softmin weight sits on the worst step: the steps after it carry almost none of the value
+    torch.testing.assert_close(returns[0], torch.tensor([-0.5, -0.5, -0.5, -0.5, 0.0, 0.0]), atol=1e-4, rtol=0)
+
+
+def test_an_in_reward_kl_penalty_is_refused():
+    rewards, mask, index = step_layout(torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="use_kl_in_reward=true overwrites"):
+        compute_pure_advantage(rewards, mask, index, OmegaConf.create({"use_kl_in_reward": True}))
 
 
 def test_verl_dispatches_pure_by_name_and_rejects_bad_options():
     assert get_adv_estimator_fn("pure") is compute_pure_advantage
-    rewards, mask, index = random_batch(torch.Generator().manual_seed(5))
+    rewards, mask, index = step_layout(torch.Generator().manual_seed(5))
     config = OmegaConf.create({"adv_estimator": "pure", "pure": {"temperature": 0.5}})
     data = DataProto.from_dict(
         tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors={"uid": index}
@@ -51,29 +64,27 @@ def test_verl_dispatches_pure_by_name_and_rejects_bad_options():
         compute_pure_advantage(rewards, mask, index, OmegaConf.create({"pure": {"temperature": 0}}))
 
 
-def test_the_baseline_covers_only_what_is_left_of_a_response():
-    # Equal responses: every token's return equals the others' reward per token times the tokens left,
-    # so all advantages vanish (a baseline fixed per response would credit the late tokens).
-    rewards = torch.full((3, 5), 0.7)
+def test_the_baseline_is_charged_per_token_of_each_step_and_the_step_ends_get_none():
+    # Three equal responses, steps of 0.7 ending at tokens 1 and 4: the softmin weighs them 1/2 each, so
+    # each response's value is 0.7 and the others' reward per token 1.4 / 10; step 1 has 1 token before its
+    # end, step 2 has 2, so the credited step rewards are 0.35 - 0.14 and 0.35 - 0.28.
+    rewards = torch.tensor([[-0.0, 0.7, -0.0, -0.0, 0.7]] * 3)
     advantages, returns = compute_pure_advantage(rewards, torch.ones(3, 5), np.array(["a"] * 3, dtype=object))
-    assert torch.count_nonzero(returns) == 15
-    torch.testing.assert_close(advantages, torch.zeros(3, 5), atol=1e-6, rtol=0)
-    # After a response's worst token its min-form return is ~0; the baseline it meets shrinks with it.
-    rewards = torch.tensor([[1.0, -1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
-    advantages, _ = compute_pure_advantage(rewards, torch.ones(2, 4), np.array(["a", "a"], dtype=object))
-    assert advantages[0, -1].abs() < advantages[0, 2].abs() < advantages[0, 1].abs()
+    torch.testing.assert_close(returns, torch.tensor([[0.28, 0.28, 0.07, 0.07, 0.07]] * 3))
+    torch.testing.assert_close(advantages, torch.tensor([[0.28, 0.0, 0.07, 0.07, 0.0]] * 3))
 
 
-def test_sum_credit_returns_the_plain_return_to_go():
-    # Same rewards as the min-form example above: the sum-form return counts every step, so the bad
-    # step's penalty is offset by the good steps after it (what PURE argues a PRM's reward lets a policy game).
-    rewards = torch.tensor([[1.0, -0.5, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+def test_sum_credit_returns_the_plain_return_to_go_of_the_steps():
+    # steps of 2 tokens each, the second token ending the step
+    rewards = torch.tensor([[-0.0, 1.0, -0.0, -0.5, -0.0, 1.0], [-0.0, 1.0, -0.0, 1.0, -0.0, 1.0]])
     config = OmegaConf.create({"pure": {"credit": "sum"}})
-    advantages, returns = compute_pure_advantage(rewards, torch.ones(2, 4), np.array(["a", "a"], dtype=object), config)
-    torch.testing.assert_close(returns, torch.tensor([[2.5, 1.5, 2.0, 1.0], [4.0, 3.0, 2.0, 1.0]]))
-    # leave-one-out: each row's baseline is the other row's reward per token (1.0 and 2.5 / 4)
-    torch.testing.assert_close(advantages[0], returns[0] - 1.0 * torch.tensor([4.0, 3.0, 2.0, 1.0]))
-    torch.testing.assert_close(advantages[1], returns[1] - 0.625 * torch.tensor([4.0, 3.0, 2.0, 1.0]))
+    advantages, returns = compute_pure_advantage(rewards, torch.ones(2, 6), np.array(["a", "a"], dtype=object), config)
+    # leave-one-out reward per token: the other row's sum over its 6 tokens (3/6 and 1.5/6), one token per step
+    first = torch.tensor([1.0, -0.5, 1.0]) - 0.5
+    second = torch.tensor([1.0, 1.0, 1.0]) - 0.25
+    suffix = lambda steps: steps.flip(0).cumsum(0).flip(0).repeat_interleave(2)  # noqa: E731
+    torch.testing.assert_close(returns, torch.stack([suffix(first), suffix(second)]))
+    torch.testing.assert_close(advantages, returns * torch.tensor([1.0, 0.0] * 3))
 
 
 def test_unknown_credit_is_refused_with_the_allowed_values():
@@ -85,7 +96,7 @@ def test_unknown_credit_is_refused_with_the_allowed_values():
 
 @pytest.mark.parametrize("credit", ["min", "sum"])
 def test_one_host_sync_per_call_and_inputs_left_untouched(monkeypatch, credit):
-    rewards, mask, index = random_batch(torch.Generator().manual_seed(3))
+    rewards, mask, index = step_layout(torch.Generator().manual_seed(3))
     mask = mask.long()
     before = rewards.clone(), mask.clone()
     reads = count_host_reads(monkeypatch)

@@ -1,11 +1,13 @@
-"""The ``step_end`` placement of the bot_token manager: step rewards on each step's last token, for ``ps_grpo``."""
+"""The ``step_end`` placement of the bot_token manager: step rewards on each step's last token, every other token
+marked as no step (-0.0), for ``ps_grpo`` and ``pure``."""
 
 import numpy as np
 import pytest
 import torch
 
 from bot_grpo_verl.baselines import compute_ps_grpo_advantage
-from bot_grpo_verl.reward_manager import TokenRewardConfig, step_end_rewards
+from bot_grpo_verl.reward_manager import TokenRewardConfig, aligned_token_rewards
+from bot_grpo_verl.step_layout import is_step_end, step_end_rewards
 
 # Five tokens of two characters each over "ab\n\ncd\n\nef".
 RANGES = np.array([[0, 2], [2, 4], [4, 6], [6, 8], [8, 10]])
@@ -17,10 +19,30 @@ def test_each_step_value_lands_on_its_last_token_even_when_neighbours_share_it()
     assert covered.all()
 
 
-def test_an_uncovered_last_token_carries_the_outcome_score():
-    rewards, covered = step_end_rewards(RANGES, [(0, 4, -1.0)], score=0.5, text_length=10)
-    assert rewards.tolist() == [0.0, -1.0, 0.0, 0.0, 0.5]
-    assert covered.tolist() == [True, True, False, False, False]
+def test_uncovered_tokens_end_no_step_and_a_zero_step_stays_a_step():
+    rewards, covered = step_end_rewards(RANGES, [(0, 4, -1.0), (4, 6, 0.0)], score=0.5, text_length=10)
+    assert rewards.tolist() == [0.0, -1.0, 0.0, 0.0, 0.0]
+    assert is_step_end(rewards).tolist() == [False, True, True, False, False]  # no outcome on the uncovered end
+    assert covered.tolist() == [True, True, True, False, False]
+
+
+@pytest.mark.parametrize("spans", [[], [(3, 4, 9.0)]], ids=["no spans", "spans that own no token"])
+def test_a_response_without_steps_is_one_step_valued_at_its_outcome(spans):
+    rewards, _ = step_end_rewards(RANGES, spans, score=0.0, text_length=10)
+    assert is_step_end(rewards).tolist() == [False, False, False, False, True]
+    assert rewards[-1] == 0.0
+
+
+def test_the_manager_places_steps_clips_their_values_and_refuses_token_rewards():
+    ranges, text = np.vstack([RANGES, [[10, 10]]]), "ab\n\ncd\n\nef"  # a sixth token: EOS, no characters
+    options = TokenRewardConfig(placement="step_end", clip_range=(-0.5, 0.5))
+    rewards, info = aligned_token_rewards({"score": 1.0, "spans": [(0, 4, -2.0), (4, 10, 1.0)]}, text, ranges, options)
+    assert rewards.tolist() == [0.0, -0.5, 0.0, 0.0, 0.5, 0.0] and is_step_end(rewards).sum() == 2
+    assert info["token_reward_mean"] == 0.0 and info["score"] == 1.0
+    rewards, _ = aligned_token_rewards(-0.0, text, ranges, options)  # a user's -0.0 score is a step of 0
+    assert is_step_end(rewards).tolist() == [False] * 5 + [True]
+    with pytest.raises(ValueError, match="placement=step_end needs spans .* 'token_rewards' mark no steps"):
+        aligned_token_rewards({"score": 1.0, "token_rewards": [0.0] * 6}, text, ranges, options)
 
 
 def test_overlapping_spans_end_at_the_last_token_assigned_to_them():
@@ -30,7 +52,7 @@ def test_overlapping_spans_end_at_the_last_token_assigned_to_them():
 
 def test_a_span_that_owns_no_token_gives_nothing_and_empty_responses_stay_empty():
     rewards, _ = step_end_rewards(RANGES, [(3, 4, 9.0), (0, 10, 2.0)], score=0.0, text_length=10)
-    assert rewards.tolist() == [0.0, 0.0, 0.0, 0.0, 2.0]
+    assert rewards.tolist() == [0.0, 0.0, 0.0, 0.0, 2.0] and is_step_end(rewards).sum() == 1
     rewards, covered = step_end_rewards(np.zeros((0, 2), dtype=int), [], score=1.0, text_length=0)
     assert rewards.shape == covered.shape == (0,)
 
