@@ -400,3 +400,99 @@ def test_random_unicode_before_an_error_keeps_its_span_exact(prefix, crlf, level
     assert (result["score"], result["checker_error"]) == (0.0, 0)
     assert error_ranges(result) == expected
     parse_reward_result(result, len(text))
+
+
+# --- the type check cannot be switched off, widened or reached by a response (issue 29) -----------------------
+
+TYPE_ERRORS = "export const n: number = 'one';\nexport const App = () => <div>{n}</div>;"
+# Every comment directive TypeScript reads that would hide, skip or retype that error, in its spellings.
+DIRECTIVE_EXPLOITS = [
+    "// @ts-nocheck\n" + TYPE_ERRORS,
+    "//@ts-nocheck\n" + TYPE_ERRORS,
+    "// @TS-NOCHECK\n" + TYPE_ERRORS,
+    "/// @ts-nocheck\n" + TYPE_ERRORS,
+    "export const n: number = 'one'; // @ts-ignore\nexport const App = () => <div>{n}</div>;",
+    "// @ts-ignore\nexport const n: number = 'one';\nexport const App = () => <div>{n}</div>;",
+    "/* @ts-ignore */\nexport const n: number = 'one';\nexport const App = () => <div>{n}</div>;",
+    "/** @ts-ignore */\nexport const n: number = 'one';\nexport const App = () => <div>{n}</div>;",
+    "// @ts-expect-error\nexport const n: number = 'one';\nexport const App = () => <div>{n}</div>;",
+    "//   @ts-expect-error: fine\nexport const n: number = 'one';\nexport const App = () => <div>{n}</div>;",
+    "/** @jsxImportSource anything */\nexport const App = () => <div unknownProp={1} />;",
+    '/// <reference path="/etc/hostname" />\n' + TYPE_ERRORS,
+]
+
+
+@pytest.mark.parametrize("code", DIRECTIVE_EXPLOITS)
+def test_no_comment_directive_turns_a_type_error_into_a_pass(code):
+    result = rt.compute_score("react", fenced(code), None, level="types")
+    assert result["score"] == 0.0 and result["num_diagnostics"] >= 1, result
+
+
+def test_a_directive_keeps_every_offset_so_spans_stay_exact():
+    code = "// @ts-ignore\nexport const ⟦n⟧: number = 'one';"
+    text, marked = unmark(fenced(code))
+    result = rt.compute_score("react", text, None, level="types")
+    assert error_ranges(result) == marked
+
+
+IMPORTS_FROM_DISK = [
+    (
+        "absolute .ts",
+        "import {{ value }} from '{path}';\nexport const n: number = value;",
+        "export const value = 'text';\n",
+    ),
+    ("absolute .json", "import data from '{path}';\nexport const n: number = data.value;", '{{"value": "text"}}\n'),
+    ("d.ts declarations", "import {{ value }} from '{path}';\nexport const n: number = value;", "export declare const value: string;\n"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "importer", "content"), IMPORTS_FROM_DISK, ids=[case[0] for case in IMPORTS_FROM_DISK]
+)
+def test_imports_see_no_file_on_disk(tmp_path, name, importer, content):
+    suffix = {"absolute .ts": ".ts", "absolute .json": ".json", "d.ts declarations": ".d.ts"}[name]
+    target = tmp_path / f"probe{suffix}"
+    specifier = str(target.with_suffix("")) if suffix != ".json" else str(target)
+    code = importer.format(path=specifier)
+    absent = rt.compute_score("react", fenced(code), None, level="types")
+    target.write_text(content.format())
+    present = rt.compute_score("react", fenced(code), None, level="types")
+    assert present == absent and absent["score"] == 1.0  # typed `any` either way, as documented
+
+
+def test_the_checkers_own_packages_and_internal_files_are_not_importable():
+    for specifier in ("typescript", "esbuild", "./__checked_1__", "./__ambient__", "./package.json"):
+        code = f"import * as m from '{specifier}';\nexport const n: number = m.anything;"
+        assert rt.compute_score("react", fenced(code), None, level="types")["score"] == 1.0, specifier
+    uses_typescript = "import ts from 'typescript';\nexport const k: string = ts.SyntaxKind.Identifier;"
+    assert rt.compute_score("react", fenced(uses_typescript), None, level="types")["score"] == 1.0  # any, not a number
+
+
+GLOBAL_AUGMENTATIONS = [
+    "declare global {\n  interface Array<T> { flag: number }\n}\nexport const x = [1].flag;",
+    "declare /* hidden */ global {\n  interface Array<T> { flag: number }\n}\nexport const x = [1].flag;",
+    "declare\nglobal {\n  interface Array<T> { flag: number }\n}\nexport const x = [1].flag;",
+    "declare // comment\n  global { var leaked: number }\nexport const y = leaked;",
+    "declare module 'react' {\n  interface HTMLAttributes<T> { flag?: number }\n}\nexport {};",
+    "declare /**/ module 'react' {\n  interface HTMLAttributes<T> { flag?: number }\n}\nexport {};",
+]
+# Samples whose result an augmentation above would change if they shared its program.
+NEIGHBOURS = [
+    "export const y = [1].flag;",
+    "export const z: number = leaked;",
+    "export const App = () => <div flag={1} />;",
+]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.sampled_from(GLOBAL_AUGMENTATIONS + NEIGHBOURS + [TYPE_ERRORS, "export const ok = 1;"]),
+        min_size=2,
+        max_size=8,
+    )
+)
+def test_random_batches_give_every_sample_its_solo_result(codes):
+    solo = [rt.compute_score("react", fenced(code), None, level="types") for code in codes]
+    together = score_together([(fenced(code), {"level": "types", "timeout": 60}) for code in codes])
+    assert together == solo

@@ -56,8 +56,20 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 const THREAD_LIMITS = { stackSizeMb: 1, maxOldGenerationSizeMb: 2048 };
 // Loading TypeScript and React's types (outside every request's time limit).
 const THREAD_START_MS = 120_000;
-// Code that can change what other modules see (global or module augmentations) is type-checked alone.
-const AUGMENTS = /\bdeclare\s+(global|module|namespace)\b|\/\/\/\s*<reference/;
+// Comment directives that would change what TypeScript checks: @ts-nocheck, @ts-ignore, @ts-expect-error
+// (and @ts-check), the JSX pragmas (@jsx, @jsxFrag, @jsxImportSource, @jsxRuntime: another factory or import
+// source types JSX as anything), in any spelling TypeScript reads (it lowercases pragma names), and triple-
+// slash directives (/// <reference path=...> reads files). Inside every comment (and anything that looks
+// like one, e.g. in a string), their first character is blanked before the type check, so they become plain
+// comments and every offset stays the same.
+const COMMENTS = /\/\/[^\n\r\u2028\u2029]*|\/\*[\s\S]*?(?:\*\/|$)/g;
+function withoutDirectives(code) {
+  return code.replace(COMMENTS, (comment) => comment.replace(/@(?=ts-|jsx)/gi, " ").replace(/^\/(?=\/\/\s*<)/, " "));
+}
+// The only modules a checked sample may resolve: React's typings. Every other import (a package, ./Card, an
+// absolute path, another sample's virtual file) stays unresolved and is typed `any` by the ambient
+// `declare module "*"`, whatever exists on disk.
+const TYPED_MODULES = /^react(-dom)?(\/[\w./-]*)?$/;
 
 function createTypescriptChecker() {
   const ts = require("typescript");
@@ -89,6 +101,16 @@ function createTypescriptChecker() {
   function readFile(file) {
     return virtual.has(file) ? virtual.get(file) : ts.sys.readFile(file);
   }
+  // A closed world for the samples: they resolve React's typings and nothing else (TYPED_MODULES);
+  // the typings' own imports resolve as usual, inside node_modules.
+  function resolveModuleNameLiterals(literals, containingFile, redirected, options) {
+    const sample = virtual.has(containingFile);
+    return literals.map((literal) =>
+      sample && !TYPED_MODULES.test(literal.text)
+        ? { resolvedModule: undefined }
+        : ts.resolveModuleName(literal.text, containingFile, options, host, undefined, redirected),
+    );
+  }
   const host = {
     getScriptFileNames: () => roots,
     getScriptVersion: (file) => String(versions.get(file) ?? 0),
@@ -108,6 +130,7 @@ function createTypescriptChecker() {
     directoryExists: ts.sys.directoryExists,
     getDirectories: ts.sys.getDirectories,
     realpath: ts.sys.realpath,
+    resolveModuleNameLiterals,
   };
   const service = ts.createLanguageService(host, ts.createDocumentRegistry());
 
@@ -131,7 +154,7 @@ function createTypescriptChecker() {
   // resolves React's types once for the batch, which is most of the cost of a check. Returns the files.
   function load(codes) {
     const files = codes.map((code, number) => {
-      virtual.set(slot(number), code);
+      virtual.set(slot(number), withoutDirectives(code));
       versions.set(slot(number), (versions.get(slot(number)) ?? 0) + 1);
       return slot(number);
     });
@@ -165,7 +188,24 @@ function createTypescriptChecker() {
     return ranges;
   }
 
-  return { load, diagnostics, elements };
+  // Whether code could change what other modules of its program see: a global augmentation, a module
+  // augmentation (`declare module "react"`) or a UMD global, found in TypeScript's parse (any comment or
+  // spacing); code that TypeScript cannot parse counts as augmenting, so it is checked alone.
+  function augments(code) {
+    try {
+      const source = ts.createSourceFile(slot(0), code, ts.ScriptTarget.Latest, false, ts.ScriptKind.TSX);
+      return source.statements.some(
+        (statement) =>
+          ts.isNamespaceExportDeclaration(statement) ||
+          (ts.isModuleDeclaration(statement) &&
+            (ts.isStringLiteral(statement.name) || (statement.flags & ts.NodeFlags.GlobalAugmentation) !== 0)),
+      );
+    } catch {
+      return true;
+    }
+  }
+
+  return { load, diagnostics, elements, augments };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -194,10 +234,21 @@ function post(job, answer) {
   parentPort.postMessage({ index: job.index, answer });
 }
 
-// Answers jobs (each {index, code, types, elements}) from one program. A program that cannot be built
-// (a parse that overflows) is retried one job at a time; a job whose check throws gets {error}, and the
-// jobs after it get a fresh program (the checker's state after a throw is not trusted).
+// Answers jobs (each {index, code, types, elements}) in order: code that augments what other modules see
+// (checker.augments) in a program of its own, the jobs between such code together.
 function answerJobs(checker, jobs) {
+  const alone = jobs.findIndex((job) => job.types && checker.augments(job.code));
+  if (alone === -1) return answerTogether(checker, jobs);
+  answerTogether(checker, jobs.slice(0, alone));
+  answerTogether(checker, [jobs[alone]]);
+  answerJobs(checker, jobs.slice(alone + 1));
+}
+
+// Answers jobs from one program. A program that cannot be built (a parse that overflows) is retried one
+// job at a time; a job whose check throws gets {error}, and the jobs after it get a fresh program (the
+// checker's state after a throw is not trusted).
+function answerTogether(checker, jobs) {
+  if (jobs.length === 0) return;
   const typed = jobs.filter((job) => job.types);
   let files;
   let unbuilt = null;
@@ -323,9 +374,7 @@ const typeQueue = [];
 let draining = false;
 
 function nextBatch() {
-  const augmenting = typeQueue.findIndex((job) => job.types && AUGMENTS.test(job.code));
-  const size = augmenting === 0 ? 1 : augmenting === -1 ? typeQueue.length : augmenting;
-  return typeQueue.splice(0, Math.min(size, MAX_BATCH));
+  return typeQueue.splice(0, MAX_BATCH);
 }
 
 async function drainTypeQueue() {
