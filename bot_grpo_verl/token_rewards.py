@@ -15,7 +15,8 @@ What is accepted (anything else raises ``ValueError`` naming the key, span or in
 manager adds the sample's uid and data source and fails the step rather than train on a guess):
 
 - Numbers (the score, span values, token rewards): ``int``, ``float`` and NumPy scalars such as
-  ``np.float32``, finite. Refused: ``bool``, strings such as ``"0.5"``, arrays and tensors (call
+  ``np.float32``, finite and within float32's range (about 3.4e38: rewards are stored as float32).
+  Refused: ``bool``, strings such as ``"0.5"``, arrays and tensors (call
   ``.item()``), NaN and infinities.
 - Span bounds: ``int`` or NumPy integers (not ``bool``) with ``0 <= char_start <= char_end <=
   len(solution_str)``. An empty span covers nothing; where spans overlap, the one listed later owns the
@@ -51,6 +52,7 @@ import numpy as np
 Span = tuple[int, int, float]
 
 RESERVED_KEYS = ("score", "token_rewards", "spans")
+LARGEST_STORABLE = float(np.finfo(np.float32).max)  # rewards are stored as float32 (rm_scores)
 MANAGER_LOG_KEYS = ("token_reward_mean", "span_coverage")  # logged by the bot_token manager itself
 
 
@@ -94,6 +96,10 @@ def _number(value, what: str, *where) -> float:
         raise ValueError(f"{what.format(*where)} is too large for a float: {reprlib.repr(value)}") from None
     if not math.isfinite(number):
         raise ValueError(f"{what.format(*where)} is not finite: {number}")
+    if abs(number) > LARGEST_STORABLE:
+        raise ValueError(
+            f"{what.format(*where)} = {number:.4g} is beyond float32's range (rewards are stored as float32)"
+        )
     return number
 
 
@@ -177,6 +183,12 @@ def _parse_token_rewards(values, token_count: int | None) -> np.ndarray:
     not_finite = np.flatnonzero(~np.isfinite(array))
     if not_finite.size:
         raise ValueError(f"token_rewards[{not_finite[0]}] is not finite: {array[not_finite[0]]}")
+    too_large = np.flatnonzero(np.abs(array) > LARGEST_STORABLE)
+    if too_large.size:
+        raise ValueError(
+            f"token_rewards[{too_large[0]}] = {array[too_large[0]]:.4g} is beyond float32's range (rewards are stored "
+            "as float32)"
+        )
     if token_count is not None and len(array) != token_count:
         raise ValueError(f"'token_rewards' has {len(array)} values for {token_count} response tokens")
     return array

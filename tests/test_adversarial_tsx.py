@@ -442,7 +442,11 @@ IMPORTS_FROM_DISK = [
         "export const value = 'text';\n",
     ),
     ("absolute .json", "import data from '{path}';\nexport const n: number = data.value;", '{{"value": "text"}}\n'),
-    ("d.ts declarations", "import {{ value }} from '{path}';\nexport const n: number = value;", "export declare const value: string;\n"),
+    (
+        "d.ts declarations",
+        "import {{ value }} from '{path}';\nexport const n: number = value;",
+        "export declare const value: string;\n",
+    ),
 ]
 
 
