@@ -117,6 +117,13 @@ def setup_tsx(directory: Path | None) -> int:
     except subprocess.CalledProcessError as error:
         print(f"PROBLEM: `{' '.join(error.cmd)}` failed with exit status {error.returncode}", file=sys.stderr)
         return 1
+    except OSError as error:  # --dir is a file, or not writable
+        where = directory if directory is not None else "the per-user cache"
+        print(
+            f"PROBLEM: cannot install into {where}: {error.strerror or error}; give a writable folder with --dir",
+            file=sys.stderr,
+        )
+        return 1
     print(f"TSX checker installed in {installed}")
     if directory is not None:
         print(f"set {DIR_VARIABLE}={installed} where the reward runs")

@@ -14,6 +14,7 @@ Every run is ``python -m verl.trainer.main_ppo <overrides>`` with overrides buil
 No key is set twice in one command, so what a command says is what verl runs.
 """
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -300,13 +301,21 @@ def _choice(kind: str, name: str, table: dict):
     return table[name]
 
 
+def hydra_quoted(text: str) -> str:
+    """``text`` as a quoted hydra override value that reads back as exactly ``text``: any path works, with
+    ``,``, brackets, quotes, ``#``, spaces, non-ASCII or ``${...}`` (kept literal, not interpolated). Hydra
+    unescapes backslashes only before a quote or at the end, so only those are doubled."""
+    escaped = re.sub(r"(\\*)('|$)", lambda match: match[1] * 2 + ("\\" + match[2] if match[2] else ""), text)
+    return "'" + escaped.replace("${", "\\${") + "'"
+
+
 def base_overrides(task_name: str, model_name: str, seed: int, data_dir: Path) -> list[str]:
     """The settings shared by every algorithm: task, model, seed, data files (absolute), vLLM rollouts."""
     task = _choice("task", task_name, TASKS)
     model = _choice("model", model_name, MODELS)
     return [
-        f"data.train_files={data_dir / 'train.parquet'}",
-        f"data.val_files={data_dir / 'test.parquet'}",
+        f"data.train_files={hydra_quoted(str(data_dir / 'train.parquet'))}",
+        f"data.val_files={hydra_quoted(str(data_dir / 'test.parquet'))}",
         f"data.max_prompt_length={task.max_prompt_length}",
         f"data.max_response_length={task.max_response_length}",
         f"data.train_batch_size={task.train_batch_size}",

@@ -6,6 +6,10 @@
 # seed of the task). DRY_RUN=1 prints the commands only. Extra overrides apply to every algorithm alike.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ $# -lt 1 ]; then
+    echo "PROBLEM: no task given; usage: bash recipes/run_all.sh TASK [overrides] (TASK: react or aime)" >&2
+    exit 2
+fi
 task="$1"
 shift
 

@@ -500,3 +500,15 @@ def test_random_batches_give_every_sample_its_solo_result(codes):
     solo = [rt.compute_score("react", fenced(code), None, level="types") for code in codes]
     together = score_together([(fenced(code), {"level": "types", "timeout": 60}) for code in codes])
     assert together == solo
+
+
+@pytest.mark.parametrize("kind", ["a file", "under a file"])
+def test_setup_tsx_into_a_file_prints_one_problem_line(tmp_path, capsys, kind):
+    from bot_grpo_verl.__main__ import main
+
+    (tmp_path / "file").write_text("")
+    target = tmp_path / "file" if kind == "a file" else tmp_path / "file" / "sub"
+    assert main(["setup", "tsx", "--dir", str(target)]) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith(f"PROBLEM: cannot install into {target}: ")
+    assert error[0].endswith("give a writable folder with --dir")

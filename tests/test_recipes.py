@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -28,10 +29,13 @@ from verl import DataProto
 
 from recipes import algorithms
 from recipes.data import prepare_aime, prepare_react
+from recipes.data.common import DataError
 from recipes.launch import command
 
 ROOT = Path(__file__).resolve().parents[1]
 from recipes.launch import main as launch  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
 
 PARSER = OverridesParser.create()
 # The keys that define an algorithm (the issue's list): two algorithms' configs may differ only here.
@@ -351,7 +355,7 @@ def test_launch_runs_every_seed_of_the_task_by_default(capsys, tmp_path):
     assert [shlex.split(line) for line in lines] == [
         command("aime", "phi4-mini-reasoning", "pure", seed, tmp_path, []) for seed in seeds
     ]
-    assert f"data.train_files={tmp_path / 'train.parquet'}" in lines[0]
+    assert shlex.quote(f"data.train_files='{tmp_path / 'train.parquet'}'") in lines[0]
     with pytest.raises(SystemExit):
         launch(["--task", "aime", "--model", "gpt-5", "--algorithm", "pure"])
 
@@ -461,7 +465,7 @@ def test_prepare_react_writes_verl_rows_that_rlhf_dataset_reads(tmp_path):
 
 def test_prepare_react_names_a_missing_field(tmp_path):
     source = write_jsonl(tmp_path / "react.jsonl", [{"prompt": "x"}])
-    with pytest.raises(KeyError, match="row 0 .* no field 'messages'"):
+    with pytest.raises(DataError, match=r"react.jsonl:1 has no field 'messages' \(fields: \['prompt'\]\)"):
         prepare_react.main(["--source", source, "--out-dir", str(tmp_path)])
 
 
@@ -505,10 +509,106 @@ def test_prepare_aime_writes_train_and_aime_test_rows_that_rlhf_dataset_reads(tm
 
 
 @pytest.mark.parametrize(
-    ("answer", "message"), [("2.5", "integers 0-999"), ("1000", "integers 0-999"), (None, "got ''")]
+    ("answer", "message"),
+    [
+        ("2.5", "integers 0-999"),
+        ("1000", "integers 0-999"),
+        (None, "blank or missing answer"),
+        (float("nan"), "blank or missing answer"),
+        ("None", "blank or missing answer"),
+        (False, "the answer must be a string, got bool"),
+        ([16], "the answer must be a string, got list"),
+    ],
 )
 def test_prepare_aime_refuses_a_test_answer_that_is_not_an_aime_answer(tmp_path, answer, message):
     test_source = write_jsonl(tmp_path / "aime.jsonl", [AIME[0], {"problem": "p", "answer": answer}])
     train_source = write_jsonl(tmp_path / "math.jsonl", [{"problem": "q", "answer": "1"}])
-    with pytest.raises(ValueError, match=f"row 1 of .*{message}"):
+    with pytest.raises(DataError, match=f"aime.jsonl:2: .*{re.escape(message)}"):
         prepare_aime.main(["--train-source", train_source, "--test-source", test_source, "--out-dir", str(tmp_path)])
+    assert not list(tmp_path.glob("*.parquet"))
+
+
+def test_prepare_aime_drops_and_counts_every_kind_of_bad_training_row(tmp_path, capsys):
+    bad = [None, float("nan"), "None", "nan", " ", False, True, ["1"], {"a": 1}, 2.5]
+    records = [{"problem": f"q{i}", "answer": answer} for i, answer in enumerate(bad)]
+    records += [{"problem": problem, "answer": "1"} for problem in (None, float("nan"), "null", 7)]
+    records += [{"problem": "good", "answer": 12}, {"problem": "good too", "answer": 3.0}]
+    train_source = write_jsonl(tmp_path / "math.jsonl", records)
+    test_source = write_jsonl(tmp_path / "aime.jsonl", AIME)
+    train, _ = prepare_aime.main(
+        ["--train-source", train_source, "--test-source", test_source, "--out-dir", str(tmp_path)]
+    )
+    assert [row["ground_truth"] for row in pd.read_parquet(train).reward_model] == ["12", "3"]
+    out = capsys.readouterr().out
+    assert "16 rows, 14 dropped (5 blank or missing answer; 3 blank or missing problem; 2 the answer must be" in out
+    for reason in ("list", "dict", "float"):
+        assert f"1 the answer must be a string, got {reason}" in out
+    assert "1 the problem must be a string, got int" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"problem": "p", "answer": "1"}\n{"problem": oops}\n', r"math.jsonl:2: not valid JSON"),
+        (b'{"problem": "p", "answer": "1"}\n\n[1, 2]\n', r"math.jsonl:3: expected a JSON object \(one row\), got list"),
+        (b'{"problem": "caf\xe9", "answer": "1"}\n', r"math.jsonl is not UTF-8 text"),
+    ],
+)
+def test_unreadable_training_files_are_named_with_their_line_and_nothing_is_written(tmp_path, content, message):
+    (tmp_path / "math.jsonl").write_bytes(content)
+    test_source = write_jsonl(tmp_path / "aime.jsonl", AIME)
+    args = ["--train-source", str(tmp_path / "math.jsonl"), "--test-source", test_source, "--out-dir", str(tmp_path)]
+    with pytest.raises(DataError, match=message):
+        prepare_aime.main(args)
+    assert not list(tmp_path.glob("*.parquet"))
+
+
+def test_an_empty_test_file_writes_nothing_and_the_command_prints_one_problem_line(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "train.parquet").write_bytes(b"previous")
+    (tmp_path / "aime.jsonl").write_text("")
+    train_source = write_jsonl(tmp_path / "math.jsonl", [{"problem": "q", "answer": "1"}])
+    args = [
+        "--train-source",
+        train_source,
+        "--test-source",
+        str(tmp_path / "aime.jsonl"),
+        "--out-dir",
+        str(tmp_path / "out"),
+    ]
+    process = subprocess.run(
+        [sys.executable, "-m", "recipes.data.prepare_aime", *args], capture_output=True, text=True, cwd=REPO
+    )
+    assert process.returncode == 1
+    assert process.stderr.strip().splitlines() == [
+        f"PROBLEM: no rows left for ['test'] (see the counts above); nothing written to {tmp_path / 'out'}"
+    ]
+    assert (tmp_path / "out" / "train.parquet").read_bytes() == b"previous"
+
+
+@pytest.mark.parametrize("module", [prepare_aime, prepare_react])
+def test_a_negative_max_train_is_refused(module, capsys):
+    with pytest.raises(SystemExit):
+        module.parse_args(["--max-train", "-1"])
+    assert "invalid non_negative value: '-1'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "folder",
+    ["a,b", "[x]", 'it\'s "q"', "#c", "${oc.env:HOME}", "ünï 数据", "back\\slash", "trail\\", "x=y"],
+)
+def test_launch_quotes_the_data_paths_so_that_hydra_reads_them_back_exactly(tmp_path, folder):
+    data_dir = tmp_path / folder
+    argv = command("react", "qwen2.5-3b", "bot_grpo", 0, data_dir, [])
+    data = [argument for argument in argv if argument.startswith(("data.train_files=", "data.val_files="))]
+    config = verl_config(*data)
+    assert config.data.train_files == str(data_dir.resolve() / "train.parquet")
+    assert config.data.val_files == str(data_dir.resolve() / "test.parquet")
+
+
+def test_run_all_without_a_task_prints_one_problem_line():
+    process = subprocess.run(["bash", str(REPO / "recipes/run_all.sh")], capture_output=True, text=True)
+    assert process.returncode == 2
+    assert process.stderr.splitlines() == [
+        "PROBLEM: no task given; usage: bash recipes/run_all.sh TASK [overrides] (TASK: react or aime)"
+    ]

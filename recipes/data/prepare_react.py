@@ -16,9 +16,21 @@ so there is no reference answer: ``ground_truth`` is empty. ``extra_info`` has `
 """
 
 import argparse
+import sys
 from pathlib import Path
 
-from recipes.data.common import chat, field, holdout, load_records, text_of, verl_row, write_parquet
+from recipes.data.common import (
+    Record,
+    chat,
+    field,
+    holdout,
+    load_records,
+    non_negative,
+    run_cli,
+    text_of,
+    verl_row,
+    write_splits,
+)
 
 DEFAULT_SOURCE = "cfahlgren1/react-code-instructions"
 SYSTEM_PROMPT = (
@@ -27,9 +39,9 @@ SYSTEM_PROMPT = (
 )
 
 
-def instructions(records: list[dict], field_name: str, source: str) -> list[str]:
+def instructions(records: list[Record], field_name: str, source: str) -> list[str]:
     """The distinct non-blank requests of ``records``, in first-seen order."""
-    texts = [text_of(field(record, field_name, number, source)) for number, record in enumerate(records)]
+    texts = [text_of(field(record, field_name), record) for record in records]
     distinct = list(dict.fromkeys(text for text in texts if text))
     blank = sum(not text for text in texts)
     duplicates = len(texts) - blank - len(distinct)
@@ -58,7 +70,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--split", default="train", help="dataset split (HF datasets only)")
     parser.add_argument("--field", default="messages", help="column with the request (string or chat messages)")
     parser.add_argument("--test-size", type=int, default=256, help="requests held out for validation")
-    parser.add_argument("--max-train", type=int, default=None, help="keep at most this many training requests")
+    parser.add_argument(
+        "--max-train", type=non_negative, default=None, help="keep at most this many training requests (>= 0)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the train/test shuffle")
     parser.add_argument("--system-prompt", default=SYSTEM_PROMPT, help="system message ('' for none)")
     parser.add_argument("--data-source", default="react_tsx", help="data_source column (groups validation metrics)")
@@ -71,11 +85,14 @@ def main(argv: list[str] | None = None) -> tuple[Path, Path]:
     requests = instructions(load_records(args.source, args.split), args.field, args.source)
     train, test = holdout(requests, args.test_size, args.seed)
     train = train[: args.max_train]
-    return (
-        write_parquet(rows(train, "train", args.system_prompt, args.data_source), args.out_dir / "train.parquet"),
-        write_parquet(rows(test, "test", args.system_prompt, args.data_source), args.out_dir / "test.parquet"),
+    return write_splits(
+        {
+            "train": rows(train, "train", args.system_prompt, args.data_source),
+            "test": rows(test, "test", args.system_prompt, args.data_source),
+        },
+        args.out_dir,
     )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_cli(main))
