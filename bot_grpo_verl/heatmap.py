@@ -1,31 +1,28 @@
-"""See what the algorithm sees: saved rollouts coloured by per-token reward and BoT-GRPO advantage.
+"""See what training saw: a step's rollouts coloured by per-token reward and advantage.
 
-Works on the rollouts verl dumps (``trainer.rollout_data_dir`` / ``trainer.validation_data_dir``: JSONL
-with ``input``, ``output`` and ``gts``), or any JSONL with those keys. The reward function is called
-again on each output, its spans are aligned to the tokens exactly as the ``bot_token`` reward manager
-does in training, and the rollouts of one prompt (same ``input``) form one BoT-GRPO group.
+Reads the token dump that a run selecting the plugin writes beside verl's rollout dump
+(``trainer.rollout_data_dir/<step>.tokens.jsonl``, :mod:`bot_grpo_verl.verl_compat.token_dump`): the sampled
+token ids, EOS included, with the token rewards and the advantages exactly as the update used them. Nothing is
+re-encoded or recomputed. verl's own ``<step>.jsonl`` beside it gives each rollout's prompt and score. The
+rollouts of one prompt (one ``uid``) form a group; ``--limit`` counts whole groups.
 
-    python -m bot_grpo_verl.heatmap rollouts/12.jsonl --tokenizer MODEL_DIR \\
-        --reward-fn reward_models/react_tsx.py:compute_score --out heatmap.html --png heatmap.png
+    python -m bot_grpo_verl.heatmap rollouts/12.jsonl --tokenizer MODEL_DIR --out heatmap.html --png heatmap.png
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import html
-import inspect
 import json
 import sys
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from bot_grpo_verl.alignment import token_char_ranges
-from bot_grpo_verl.estimator import compute_bot_grpo_advantage
-from bot_grpo_verl.reward_manager import TokenRewardConfig, dense_token_rewards
+from bot_grpo_verl.verl_compat.token_dump import TOKEN_DUMP_SUFFIX
 
 
 @dataclass
@@ -33,61 +30,83 @@ class TokenView:
     """One rollout as tokens: ``pieces[k]`` is the text token k shows, ``rewards``/``advantages`` are (L,)."""
 
     group: str
+    prompt: str
     score: float
     pieces: list[str]
     rewards: np.ndarray
-    advantages: np.ndarray | None = None
+    advantages: np.ndarray
 
 
-def load_rollouts(path: Path) -> list[dict]:
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    for number, row in enumerate(rows):
-        missing = {"input", "output"} - set(row)
-        if missing:
-            raise ValueError(f"{path}:{number + 1}: a rollout needs 'input' and 'output', missing {sorted(missing)}")
+def token_dump_path(path: Path) -> Path:
+    """The token dump of a rollout dump ``<step>.jsonl`` (or the token dump itself)."""
+    return path if path.name.endswith(TOKEN_DUMP_SUFFIX) else path.with_name(path.stem + TOKEN_DUMP_SUFFIX)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{number}: not valid JSON ({error})") from None
     return rows
 
 
-def score_rollouts(rows, tokenizer, reward_fn, data_source="unknown", options=None) -> list[TokenView]:
-    """Token rewards of each rollout, computed as the ``bot_token`` reward manager computes them in training."""
-    views = []
-    for row in rows:
-        ids = tokenizer.encode(row["output"], add_special_tokens=False)
-        text, ranges = token_char_ranges(tokenizer, ids)
-        result = reward_fn(
-            data_source=row.get("data_source", data_source),
-            solution_str=text,
-            ground_truth=row.get("gts"),
-            extra_info=row.get("extra_info") or {},
+def load_views(path: Path, tokenizer, groups: int | None = None) -> list[TokenView]:
+    """The rollouts of the first ``groups`` groups (all when None) of the dump at ``path``.
+
+    Raises:
+        ValueError: when the token dump is missing (a run that did not select the plugin, or an older one)
+            or a row lacks a field.
+    """
+    tokens_path = token_dump_path(path)
+    if not tokens_path.is_file():
+        raise ValueError(
+            f"no token dump {tokens_path}: it is written beside verl's rollout dump by runs that use the plugin "
+            "with trainer.rollout_data_dir set"
         )
-        if inspect.isawaitable(result):
-            result = asyncio.run(_awaited(result))
-        rewards, info = dense_token_rewards(result, tokenizer, ids, options or TokenRewardConfig())
+    text_path = tokens_path.with_name(tokens_path.name.removesuffix(TOKEN_DUMP_SUFFIX) + ".jsonl")
+    by_key = {row.get("uid"): row for row in read_jsonl(text_path)} if text_path.is_file() else {}
+    views, seen = [], []
+    for row in read_jsonl(tokens_path):
+        missing = {"key", "response_ids", "token_rewards", "advantages"} - set(row)
+        if missing:
+            raise ValueError(f"{tokens_path}: a row lacks {sorted(missing)}")
+        group = row["key"].rsplit("_", 2)[0]
+        if group not in seen:
+            if groups is not None and len(seen) == groups:
+                break
+            seen.append(group)
+        text, ranges = token_char_ranges(tokenizer, row["response_ids"])
         # A character split across tokens is shown once, on the token that completes it.
-        shown_later = np.append(np.all(ranges[:-1] == ranges[1:], axis=1), False)
-        pieces = ["" if later else text[start:end] for (start, end), later in zip(ranges, shown_later, strict=True)]
-        views.append(TokenView(row["input"], info["score"], pieces, rewards))
+        shown_later = np.append(np.all(ranges[:-1] == ranges[1:], axis=1), False) if len(ranges) else []
+        pieces = [
+            "" if later else visible(text[start:end]) for (start, end), later in zip(ranges, shown_later, strict=True)
+        ]
+        text_row = by_key.get(row["key"], {})
+        views.append(
+            TokenView(
+                group,
+                str(text_row.get("input", "")),
+                float(text_row.get("score", float(np.sum(row["token_rewards"])))),
+                pieces,
+                np.asarray(row["token_rewards"], dtype=np.float64),
+                np.asarray(row["advantages"], dtype=np.float64),
+            )
+        )
     return views
 
 
-async def _awaited(result):
-    return await result
-
-
-def add_advantages(views: list[TokenView], algorithm_config=None) -> None:
-    """BoT-GRPO advantages of every token, the rollouts of one prompt (same ``input``) forming a group.
-
-    (verl's V1 dumps name each rollout by its own ``{uid}_{session}_{index}`` key, so ``uid`` does not group.)"""
-    width = max((len(view.rewards) for view in views), default=0)
-    rewards = torch.zeros(len(views), width, dtype=torch.float64)
-    mask = torch.zeros(len(views), width)
-    for row, view in enumerate(views):
-        rewards[row, : len(view.rewards)] = torch.from_numpy(view.rewards)
-        mask[row, : len(view.rewards)] = 1
-    index = np.array([view.group for view in views], dtype=object)
-    advantages, _ = compute_bot_grpo_advantage(rewards, mask, index, algorithm_config)
-    for row, view in enumerate(views):
-        view.advantages = advantages[row, : len(view.rewards)].numpy()
+def visible(text: str) -> str:
+    """``text`` with control and format characters (bidi overrides, zero-width marks, ...) written as
+    ``<U+202E>`` escapes, so model text cannot reorder or hide what follows it; newlines and tabs stay."""
+    return "".join(
+        f"<U+{ord(character):04X}>"
+        if character not in "\n\t" and unicodedata.category(character) in ("Cc", "Cf", "Zl", "Zp")
+        else character
+        for character in text
+    )
 
 
 def _colour(value: float, scale: float) -> str:
@@ -97,19 +116,29 @@ def _colour(value: float, scale: float) -> str:
     return f"rgb(255,{fade},{fade})" if value < 0 else f"rgb({fade},{fade},255)"
 
 
+def largest(values: list[np.ndarray]) -> float:
+    return max((float(np.abs(value).max(initial=0)) for value in values), default=0.0)
+
+
 def render_html(views: list[TokenView], path: Path) -> None:
-    reward_scale = max((float(np.abs(v.rewards).max(initial=0)) for v in views), default=0.0)
-    advantage_scale = max((float(np.abs(v.advantages).max(initial=0)) for v in views), default=0.0)
+    reward_scale = largest([view.rewards for view in views])
+    advantage_scale = largest([view.advantages for view in views])
     parts = [
         "<!doctype html><meta charset='utf-8'><title>BoT-GRPO token heat-map</title>",
         "<style>body{font-family:sans-serif} .row{font-family:monospace;white-space:pre-wrap;margin:2px 0 10px}"
-        " .t{border-right:1px solid #eee} h3{margin:14px 0 2px;font-size:14px}</style>",
-        "<p>Each rollout twice: coloured by token reward, then by BoT-GRPO advantage (blue positive, red "
-        f"negative; full colour at |reward| = {reward_scale:.3g}, |advantage| = {advantage_scale:.3g}). "
-        "Hover a token for its values.</p>",
+        " .t{border-right:1px solid #eee} h3{margin:14px 0 2px;font-size:14px} h2{border-top:2px solid #888}</style>",
+        "<p>Each rollout twice: coloured by token reward, then by advantage, as training used them (blue "
+        f"positive, red negative; full colour at |reward| = {reward_scale:.3g}, |advantage| = "
+        f"{advantage_scale:.3g}). Hover a token for its values.</p>",
     ]
+    if not views:
+        parts.append("<p>No rollouts in this dump.</p>")
+    group = None
     for number, view in enumerate(views):
-        parts.append(f"<h3>#{number} group {html.escape(view.group[:60])} score {view.score:.3g}</h3>")
+        if view.group != group:
+            group = view.group
+            parts.append(f"<h2>group {html.escape(group[:60])}: {html.escape(visible(view.prompt)[:200])}</h2>")
+        parts.append(f"<h3>#{number} score {view.score:.3g}, {len(view.pieces)} tokens</h3>")
         for label, values, scale in (
             ("reward", view.rewards, reward_scale),
             ("advantage", view.advantages, advantage_scale),
@@ -120,52 +149,58 @@ def render_html(views: list[TokenView], path: Path) -> None:
                 f"{html.escape(piece) or '&#8709;'}</span>"
                 for k, (piece, value) in enumerate(zip(view.pieces, values, strict=True))
             ]
-            parts.append(f"<div class='row' data-kind='{label}'>{''.join(cells)}</div>")
+            body = "".join(cells) or "<i>(empty response)</i>"
+            parts.append(f"<div class='row' data-kind='{label}'>{body}</div>")
     path.write_text("\n".join(parts), encoding="utf-8")
 
 
 def render_png(views: list[TokenView], path: Path, max_tokens: int = 120) -> None:
-    """Reward and advantage of the first ``max_tokens`` tokens of each rollout, as two heat-map rows each."""
+    """Reward and advantage of the first ``max_tokens`` tokens of each rollout, as two heat-map rows each, each
+    kind on its own colour scale, groups separated by a line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    width = min(max(len(view.rewards) for view in views), max_tokens)
-    grid = np.full((2 * len(views), width), np.nan)
+    width = max(1, min(max((len(view.rewards) for view in views), default=1), max_tokens))
+    rewards = np.full((2 * len(views), width), np.nan)
+    advantages = np.full((2 * len(views), width), np.nan)
     for row, view in enumerate(views):
-        grid[2 * row, : min(width, len(view.rewards))] = view.rewards[:width]
-        grid[2 * row + 1, : min(width, len(view.rewards))] = view.advantages[:width]
-    figure, axis = plt.subplots(figsize=(min(24, 2 + width * 0.12), 1 + 0.45 * len(grid)))
-    scale = float(np.nanmax(np.abs(grid))) or 1.0
-    image = axis.imshow(grid, cmap="RdBu", vmin=-scale, vmax=scale, aspect="auto", interpolation="nearest")
+        rewards[2 * row, : min(width, len(view.rewards))] = view.rewards[:width]
+        advantages[2 * row + 1, : min(width, len(view.advantages))] = view.advantages[:width]
+    figure, axis = plt.subplots(figsize=(min(24, 2 + width * 0.12), 1.5 + 0.45 * max(1, len(rewards))))
+    if not views:
+        axis.text(0.5, 0.5, "no rollouts in this dump", ha="center", va="center", transform=axis.transAxes)
+    for grid, colours, label in ((rewards, "PuOr", "token reward"), (advantages, "RdBu", "advantage")):
+        scale = float(np.nanmax(np.abs(grid), initial=0.0)) or 1.0
+        image = axis.imshow(grid, cmap=colours, vmin=-scale, vmax=scale, aspect="auto", interpolation="nearest")
+        figure.colorbar(image, ax=axis, fraction=0.02, label=label)
+    for row in range(1, len(views)):
+        if views[row].group != views[row - 1].group:
+            axis.axhline(2 * row - 0.5, color="black", linewidth=1.5)
     axis.set_yticks(
-        range(len(grid)), [f"#{r // 2} {'reward' if r % 2 == 0 else 'advantage'}" for r in range(len(grid))]
+        range(len(rewards)), [f"#{r // 2} {'reward' if r % 2 == 0 else 'advantage'}" for r in range(len(rewards))]
     )
     axis.set_xlabel("response token")
-    axis.set_title("Per-token reward and BoT-GRPO advantage")
-    figure.colorbar(image, ax=axis, fraction=0.02)
+    axis.set_title("Per-token reward and advantage, as training used them")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
 
-def _load_function(spec: str):
-    from verl.utils.import_utils import load_extern_object
-
-    path, _, name = spec.rpartition(":")
-    if not path:
-        raise ValueError(f"--reward-fn must be FILE.py:FUNCTION, got {spec!r}")
-    return load_extern_object(module_path=path, object_name=name)
+def positive(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("rollouts", type=Path, help="JSONL of rollouts (verl's rollout dump)")
+    parser.add_argument("rollouts", type=Path, help="verl's rollout dump <step>.jsonl, or its <step>.tokens.jsonl")
     parser.add_argument("--tokenizer", required=True, help="tokenizer (model) directory of the policy")
-    parser.add_argument("--reward-fn", required=True, help="FILE.py:FUNCTION, the run's reward function")
-    parser.add_argument("--data-source", default="unknown", help="data_source for rows that do not carry one")
-    parser.add_argument("--limit", type=int, default=32, help="rollouts to show (first N)")
+    parser.add_argument("--limit", type=positive, default=8, help="prompt groups to show (the first N, whole)")
     parser.add_argument("--out", type=Path, default=Path("heatmap.html"))
     parser.add_argument("--png", type=Path, default=None, help="also write a PNG heat-map")
     args = parser.parse_args(argv)
@@ -173,9 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    rows = load_rollouts(args.rollouts)[: args.limit]
-    views = score_rollouts(rows, tokenizer, _load_function(args.reward_fn), args.data_source)
-    add_advantages(views)
+    try:
+        views = load_views(args.rollouts, tokenizer, args.limit)
+    except ValueError as error:
+        print(f"PROBLEM: {error}", file=sys.stderr)
+        return 1
     render_html(views, args.out)
     print(f"wrote {args.out} ({len(views)} rollouts)")
     if args.png:

@@ -369,13 +369,12 @@ def plot(runs: list[DemoRun], split: str, path: Path) -> None:
 
 
 def write_heatmap(out: Path, steps: int, tokenizer_dir: Path) -> None:
-    """Heat-map of the last step's first 16 rollouts, coloured by token reward and BoT-GRPO advantage."""
+    """Heat-map of the last step's first 4 prompt groups, coloured by token reward and advantage as trained."""
     heatmap.main(
         [
             str(out / "rollouts" / f"{steps}.jsonl"),
             f"--tokenizer={tokenizer_dir}",
-            f"--reward-fn={REACT_TSX}:compute_score",
-            "--limit=16",
+            "--limit=4",
             f"--out={out / 'heatmap.html'}",
             f"--png={out / 'heatmap.png'}",
         ]

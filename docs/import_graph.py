@@ -40,7 +40,6 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "bot_grpo_verl.pure",
             "bot_grpo_verl.baselines",
             "bot_grpo_verl.reward_manager",
-            "bot_grpo_verl.heatmap",
             "bot_grpo_verl.rewards.*",
         ),
         ("contract & alignment",),
@@ -50,7 +49,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("contract & alignment",),
     ),
     "entry points": (
-        ("bot_grpo_verl.plugin", "bot_grpo_verl.__main__", "bot_grpo_verl.config.*"),
+        ("bot_grpo_verl.plugin", "bot_grpo_verl.__main__", "bot_grpo_verl.heatmap", "bot_grpo_verl.config.*"),
         ("contract & alignment", "estimators & reward manager", "verl coupling & CPU mode"),
     ),
 }

@@ -5,6 +5,7 @@ module, loaded by verl itself in every process (``VERL_USE_EXTERNAL_MODULES``), 
 registered ``bot_grpo`` estimator so that its output can be checked against the independent reference.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,12 +14,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 import torch
 from cpu_assets import read_jsonl, save_tiny_model, write_dataset, write_reward_function
 from reference import reference_bot_grpo
 
+from bot_grpo_verl import heatmap
 from bot_grpo_verl.verl_compat.cpu_platform import accelerator_present
 
 pytestmark = pytest.mark.slow  # verl's whole trainer: minutes
@@ -28,6 +31,7 @@ SPY_SOURCE = '''
 """Wraps verl's registered bot_grpo estimator and saves every call's inputs and outputs."""
 import dataclasses
 import inspect
+import json
 import os
 import uuid
 
@@ -87,8 +91,31 @@ def overrides(root: Path, model: Path, ray_dir: str) -> list[str]:
         "trainer.project_name=cpu_e2e",
         "trainer.experiment_name=smoke",
         f"trainer.default_local_dir={root / 'checkpoints'}",
+        f"trainer.rollout_data_dir={root / 'rollouts'}",
         f"+ray_kwargs.ray_init._temp_dir={ray_dir}",
     ]
+
+
+def dumped_rows(path: Path) -> list[tuple]:
+    """(uid, token rewards, advantages) of each row of a token dump, rounded, sorted."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return sorted(
+        (row["key"].rsplit("_", 2)[0], tuple(np.round(row["token_rewards"], 5)), tuple(np.round(row["advantages"], 5)))
+        for row in rows
+    )
+
+
+def estimated_rows(call: dict) -> list[tuple]:
+    """The same of one estimator call the spy saved."""
+    rows = zip(call["index"], call["token_level_rewards"], call["advantages"], call["response_mask"], strict=True)
+    return sorted(
+        (
+            uid,
+            tuple(np.round(rewards[mask.bool()].double().numpy(), 5)),
+            tuple(np.round(advantages[mask.bool()].double().numpy(), 5)),
+        )
+        for uid, rewards, advantages, mask in rows
+    )
 
 
 def run_and_watch(command: list[str], env: dict, cwd: Path, log: Path) -> tuple[int, float]:
@@ -178,6 +205,14 @@ def test_verl_main_ppo_trains_bot_grpo_on_cpu_for_two_steps(tmp_path):
         )
         torch.testing.assert_close(call["advantages"].double(), expected, atol=1e-5, rtol=1e-5)
         assert expected.abs().sum() > 0  # groups had different rewards: the check is not vacuous
+
+    # The token dump beside verl's rollout dump holds what the estimator computed, row for row; the heat-map
+    # draws it (bot_grpo_verl.heatmap reads it, nothing recomputed).
+    dumps = [dumped_rows(tmp_path / "rollouts" / f"{step}.tokens.jsonl") for step in (1, 2)]
+    assert sorted(dumps) == sorted(estimated_rows(call) for call in calls)
+    page = tmp_path / "map.html"
+    assert heatmap.main([str(tmp_path / "rollouts" / "2.jsonl"), f"--tokenizer={model}", f"--out={page}"]) == 0
+    assert page.read_text().count("data-kind='advantage'") == len(dumps[1])
 
     step_times = [round(entry["data"]["timing_s/step"], 1) for entry in steps]
     print(f"\ncpu e2e: wall {wall:.0f} s, step times {step_times} s, peak RSS {peak_rss / 2**30:.2f} GiB")

@@ -48,6 +48,19 @@ def sample_keys(batch) -> list[str]:
     return [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
 
 
+def run_selection(selects: RunSelector) -> Callable[[Any], bool]:
+    """``selected(trainer)``: whether ``selects`` picks the trainer's run, decided once per trainer from its
+    config and the reward manager class its reward loop resolved."""
+    decisions: WeakKeyDictionary = WeakKeyDictionary()
+
+    def selected(trainer) -> bool:
+        if trainer not in decisions:
+            decisions[trainer] = selects(trainer.config, trainer.reward_loop_manager.reward_manager_cls)
+        return decisions[trainer]
+
+    return selected
+
+
 def adapt_training_metrics(selects: RunSelector) -> None:
     """Make the V1 trainer log ``reward_extra/<key>/mean`` on the training steps of the runs ``selects`` picks."""
     import transfer_queue as tq
@@ -66,13 +79,7 @@ def adapt_training_metrics(selects: RunSelector) -> None:
         "verl.experimental.reward_loop.reward_loop.RewardLoopManager",
         "the trainer's reward_loop_manager holds the run's reward manager class as reward_manager_cls",
     )
-    decisions: WeakKeyDictionary[PPOTrainer, bool] = WeakKeyDictionary()
-
-    def selected(trainer: PPOTrainer) -> bool:
-        if trainer not in decisions:
-            reward_manager_cls = trainer.reward_loop_manager.reward_manager_cls
-            decisions[trainer] = selects(trainer.config, reward_manager_cls)
-        return decisions[trainer]
+    selected = run_selection(selects)
 
     def make_wrapper(compute_metrics):
         def compute_metrics_with_reward_extra(self, batch, metrics, *args, **kwargs):
