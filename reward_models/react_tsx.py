@@ -110,28 +110,18 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
 
 # No ``from __future__ import annotations``: verl loads this file without registering it in sys.modules,
 # and dataclasses cannot resolve string annotations there.
-import asyncio
-import atexit
 import bisect
-import collections
-import concurrent.futures
 import functools
 import itertools
-import json
 import logging
 import math
 import numbers
-import os
 import re
-import shutil
-import subprocess
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from pathlib import Path
 
 from bot_grpo_verl.options import options_from_kwargs
-from bot_grpo_verl.rewards.tsx_setup import TsxNotInstalled, setup_command, worker_script
+from bot_grpo_verl.rewards.node_worker import CheckerError, CheckerSetupError, WorkerClient, shared  # noqa: F401  (the errors are this reward's API)
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +129,6 @@ CODE_LANGUAGES = ("tsx", "jsx", "typescript", "ts", "javascript", "js", "")
 LEVELS = ("syntax", "types")
 REGIONS = ("token", "line", "element")
 BLOCK_CHOICES = ("all", "last")
-STARTUP_TIMEOUT = 60.0
 MAX_TIMEOUT = 86_400.0
 # Share of ``timeout`` one TypeScript batch may run in the worker before its thread is replaced.
 TYPE_TIMEOUT_SHARE = 1 / 3
@@ -472,230 +461,38 @@ def score_answers(text: str, blocks: list[tuple[int, int]], answers: list[dict],
 # The worker client
 
 
-class CheckerError(RuntimeError):
-    """The worker crashed, timed out or failed on a request (the sample scores 0, ``checker_error=1``)."""
+class TsxChecker(WorkerClient):
+    """The compile checker's client (``tsx/worker.mjs``): ``check`` / ``check_async`` send a batch of code
+    strings and return the worker's answers in order. The worker bounds its own TypeScript batches
+    (``timeout * TYPE_TIMEOUT_SHARE`` each) and answers a sample it cannot check with an error, which fails
+    that sample alone; one that does not answer within ``timeout`` is killed (see :class:`WorkerClient`)."""
 
+    name = "TSX worker"
+    script_name = "worker.mjs"
 
-class CheckerSetupError(RuntimeError):
-    """The worker cannot start: ``node`` or the npm packages are missing (raised, training stops)."""
-
-
-def _settle(future: concurrent.futures.Future, result=None, error: BaseException | None = None) -> None:
-    """Resolve ``future`` unless it is already resolved or was cancelled (an abandoned async wait)."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        pass
-
-
-class _WorkerProcess:
-    """One running ``node tsx/worker.mjs`` with its pending requests; a reader thread resolves them."""
-
-    def __init__(self, node: str, script: Path):
-        self.process = subprocess.Popen(
-            [node, str(script)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            encoding="utf-8",
-            errors="surrogatepass",
-            cwd=script.parent,
-        )
-        self.pending: dict[int, concurrent.futures.Future] = {}
-        self.pending_lock = threading.Lock()
-        self.write_lock = threading.Lock()
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
-        self.ready: concurrent.futures.Future = concurrent.futures.Future()
-        self.killed = False
-        threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
-
-    def _read_stderr(self) -> None:
-        for line in self.process.stderr:
-            self.stderr_tail.append(line.rstrip())
-
-    def _read_stdout(self) -> None:
-        for line in self.process.stdout:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                self.stderr_tail.append(f"(stdout) {line[:200].rstrip()}")
-                continue
-            if message.get("ready"):
-                _settle(self.ready, result=message)
-                continue
-            with self.pending_lock:
-                future = self.pending.pop(message.get("id"), None)
-            if future is None:
-                continue
-            if "error" in message:
-                logger.warning("the TSX worker could not check a sample: %s", message["error"][:500])
-                _settle(future, error=CheckerError(f"the TSX worker failed on a request: {message['error']}"))
-            else:
-                _settle(future, result=message)
-        self.process.wait()
-        error = CheckerError(f"the TSX worker exited (code {self.process.returncode}): {self.describe()}")
-        if not self.killed:
-            logger.warning("%s; the next check starts a new worker", error)
-        _settle(self.ready, error=error)
-        with self.pending_lock:
-            failed, self.pending = list(self.pending.values()), {}
-        for future in failed:
-            _settle(future, error=error)
-
-    def describe(self) -> str:
-        return " | ".join(self.stderr_tail) or "no stderr output"
-
-    def submit(self, request: dict) -> concurrent.futures.Future:
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        with self.pending_lock:
-            self.pending[request["id"]] = future
-        # A separate write lock: the reader thread never waits for a writer stuck on a full pipe.
-        with self.write_lock:
-            try:
-                self.process.stdin.write(json.dumps(request) + "\n")
-                self.process.stdin.flush()
-            except (OSError, ValueError) as error:
-                with self.pending_lock:
-                    self.pending.pop(request["id"], None)
-                raise CheckerError(f"cannot write to the TSX worker: {error}; {self.describe()}") from error
-        return future
-
-    def kill(self) -> None:
-        self.killed = True
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-
-
-class TsxChecker:
-    """Thread-safe client of the long-lived worker: many requests in flight, lazy (re)start.
-
-    ``check`` / ``check_async`` send a batch of code strings and return the worker's answers in order.
-    The worker bounds its own TypeScript batches (``timeout * TYPE_TIMEOUT_SHARE`` each, see
-    ``tsx/worker.mjs``) and answers a sample it cannot check with an error, which fails that sample alone.
-    A worker that still does not answer within ``timeout`` is killed (its other pending requests fail
-    with :class:`CheckerError` too); a dead worker is replaced on the next call. Both are logged.
-    """
-
-    def __init__(self, script: Path | None = None, node: str | None = None):
-        # None: the installed worker, found when it starts (see bot_grpo_verl.rewards.tsx_setup).
-        self.script = script
-        self.node = node or shutil.which("node")
-        self.worker: _WorkerProcess | None = None
-        self.lock = threading.Lock()
-        self.ids = itertools.count()
-
-    def _running(self) -> _WorkerProcess:
-        with self.lock:
-            if self.worker is None or self.worker.process.poll() is not None:
-                self.worker = self._start()
-            return self.worker
-
-    def _start(self) -> _WorkerProcess:
-        if self.node is None:
-            raise CheckerSetupError(
-                f"node is not on PATH; the TSX reward needs Node.js >= 18, then `{setup_command()}`"
-            )
-        try:
-            script = Path(self.script or worker_script())
-        except TsxNotInstalled as error:
-            raise CheckerSetupError(str(error)) from error
-        hint = f"(reinstall its npm packages with `{setup_command()}`, or `make setup` in a clone)"
-        try:
-            worker = _WorkerProcess(self.node, script)
-        except OSError as error:
-            raise CheckerSetupError(f"cannot run {self.node} {script}: {error}") from error
-        try:
-            worker.ready.result(timeout=STARTUP_TIMEOUT)
-        except (CheckerError, concurrent.futures.TimeoutError) as error:
-            worker.kill()
-            raise CheckerSetupError(f"the TSX worker did not start {hint}: {error}") from error
-        return worker
-
-    def submit(self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float):
-        """Send one request per code string; returns ``(worker, futures)``."""
-        worker = self._running()
-        futures = [
-            worker.submit(
-                {
-                    "id": next(self.ids),
-                    "code": code,
-                    "level": level,
-                    "elements": elements,
-                    "max_diagnostics": max_diagnostics,
-                    "type_timeout": timeout * TYPE_TIMEOUT_SHARE,
-                }
-            )
+    def requests(self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float):
+        return [
+            {
+                "code": code,
+                "level": level,
+                "elements": elements,
+                "max_diagnostics": max_diagnostics,
+                "type_timeout": timeout * TYPE_TIMEOUT_SHARE,
+            }
             for code in codes
         ]
-        return worker, futures
-
-    def kill(self, worker: _WorkerProcess) -> None:
-        """Kill ``worker``; the next call starts a fresh worker."""
-        worker.kill()
-        with self.lock:
-            if self.worker is worker:
-                self.worker = None
-
-    def _hung(self, worker: _WorkerProcess, timeout: float) -> CheckerError:
-        """Kill ``worker``, which did not answer within ``timeout``; the error to raise."""
-        self.kill(worker)
-        error = CheckerError(f"the TSX worker did not answer within {timeout} s; it was killed ({worker.describe()})")
-        logger.warning("%s; the next check starts a new worker", error)
-        return error
 
     def check(self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float) -> list[dict]:
         """The worker's answers for ``codes``, in order; raises :class:`CheckerError`."""
-        worker, futures = self.submit(codes, level, elements, max_diagnostics, timeout)
-        _, waiting = concurrent.futures.wait(futures, timeout=timeout)
-        if waiting:
-            raise self._hung(worker, timeout)
-        return [future.result() for future in futures]
+        return self.request(self.requests(codes, level, elements, max_diagnostics, timeout), timeout)
 
     async def check_async(self, codes, level, elements, max_diagnostics, timeout) -> list[dict]:
         """:meth:`check` for an event loop: waits without blocking the loop."""
-        worker, futures = self.submit(codes, level, elements, max_diagnostics, timeout)
-        try:
-            return await asyncio.wait_for(asyncio.gather(*map(asyncio.wrap_future, futures)), timeout)
-        except asyncio.TimeoutError:
-            raise self._hung(worker, timeout) from None
-
-    def close(self) -> None:
-        with self.lock:
-            worker, self.worker = self.worker, None
-        if worker is not None:
-            worker.kill()
+        return await self.request_async(self.requests(codes, level, elements, max_diagnostics, timeout), timeout)
 
 
-_checker_lock = threading.Lock()
-_checker: TsxChecker | None = None
-
-
-def shared_checker() -> TsxChecker:
-    """The process's shared :class:`TsxChecker` (a forked child gets its own)."""
-    global _checker
-    with _checker_lock:
-        if _checker is None:
-            _checker = TsxChecker()
-        return _checker
-
-
-def _forget_checker_in_child() -> None:
-    global _checker, _checker_lock
-    _checker, _checker_lock = None, threading.Lock()
-
-
-def _close_shared_checker() -> None:
-    if _checker is not None:
-        _checker.close()
-
-
-os.register_at_fork(after_in_child=_forget_checker_in_child)
-atexit.register(_close_shared_checker)
+shared_checker = shared(TsxChecker)
+"""The process's shared :class:`TsxChecker` (a forked child gets its own)."""
 
 
 # ---------------------------------------------------------------------------------------------------

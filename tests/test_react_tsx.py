@@ -454,14 +454,15 @@ def test_worker_that_cannot_start_raises_a_setup_error(tmp_path):
 
 @pytest.mark.parametrize("scorer", ["sync", "async"])
 def test_timeout_scores_zero_with_a_flag(tmp_path, monkeypatch, scorer):
-    monkeypatch.setattr(rt, "_checker", fake_checker(tmp_path, "hangs"))
+    hanging = fake_checker(tmp_path, "hangs")
+    monkeypatch.setattr(rt, "shared_checker", lambda: hanging)
     text = fenced("export const A = () => <p />;")
     if scorer == "sync":
         result = rt.compute_score("react", text, None, timeout=0.3)
     else:
         result = asyncio.run(rt.compute_score_async("react", text, None, timeout=0.3))
     assert (result["score"], result["spans"], result["checker_error"], result["num_blocks"]) == (0.0, [], 1, 1)
-    rt._checker.close()
+    hanging.close()
 
 
 def test_forked_child_starts_its_own_worker():

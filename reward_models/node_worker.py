@@ -1,0 +1,231 @@
+"""The long-lived Node workers behind the React rewards (``tsx/worker.mjs``, ``tsx/render.mjs``): one process
+per Python process, newline-delimited JSON both ways, many requests in flight, restarted when it dies or hangs.
+"""
+
+import asyncio
+import atexit
+import collections
+import concurrent.futures
+import itertools
+import json
+import logging
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from bot_grpo_verl.rewards.tsx_setup import TsxNotInstalled, setup_command, worker_script
+
+logger = logging.getLogger(__name__)
+
+STARTUP_TIMEOUT = 60.0
+
+
+class CheckerError(RuntimeError):
+    """The worker crashed, timed out or failed on a request (the sample scores 0, ``checker_error=1``)."""
+
+
+class CheckerSetupError(RuntimeError):
+    """The worker cannot start: ``node`` or the npm packages are missing (raised, training stops)."""
+
+
+def _settle(future: concurrent.futures.Future, result=None, error: BaseException | None = None) -> None:
+    """Resolve ``future`` unless it is already resolved or was cancelled (an abandoned async wait)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
+class WorkerProcess:
+    """One running ``node <script>`` with its pending requests; a reader thread resolves them."""
+
+    def __init__(self, node: str, script: Path, name: str):
+        self.name = name
+        self.process = subprocess.Popen(
+            [node, str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            encoding="utf-8",
+            errors="surrogatepass",
+            cwd=script.parent,
+        )
+        self.pending: dict[int, concurrent.futures.Future] = {}
+        self.pending_lock = threading.Lock()
+        self.write_lock = threading.Lock()
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
+        self.ready: concurrent.futures.Future = concurrent.futures.Future()
+        self.killed = False
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stderr(self) -> None:
+        for line in self.process.stderr:
+            self.stderr_tail.append(line.rstrip())
+
+    def _read_stdout(self) -> None:
+        for line in self.process.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self.stderr_tail.append(f"(stdout) {line[:200].rstrip()}")
+                continue
+            if message.get("ready"):
+                _settle(self.ready, result=message)
+                continue
+            with self.pending_lock:
+                future = self.pending.pop(message.get("id"), None)
+            if future is None:
+                continue
+            if "error" in message:
+                logger.warning("the %s could not check a sample: %s", self.name, message["error"][:500])
+                _settle(future, error=CheckerError(f"the {self.name} failed on a request: {message['error']}"))
+            else:
+                _settle(future, result=message)
+        self.process.wait()
+        error = CheckerError(f"the {self.name} exited (code {self.process.returncode}): {self.describe()}")
+        if not self.killed:
+            logger.warning("%s; the next check starts a new worker", error)
+        _settle(self.ready, error=error)
+        with self.pending_lock:
+            failed, self.pending = list(self.pending.values()), {}
+        for future in failed:
+            _settle(future, error=error)
+
+    def describe(self) -> str:
+        return " | ".join(self.stderr_tail) or "no stderr output"
+
+    def submit(self, request: dict) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self.pending_lock:
+            self.pending[request["id"]] = future
+        # A separate write lock: the reader thread never waits for a writer stuck on a full pipe.
+        with self.write_lock:
+            try:
+                self.process.stdin.write(json.dumps(request) + "\n")
+                self.process.stdin.flush()
+            except (OSError, ValueError) as error:
+                with self.pending_lock:
+                    self.pending.pop(request["id"], None)
+                raise CheckerError(f"cannot write to the {self.name}: {error}; {self.describe()}") from error
+        return future
+
+    def kill(self) -> None:
+        self.killed = True
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+class WorkerClient:
+    """Thread-safe client of one long-lived Node worker (``script``, found in the installed checker folder when
+    None): many requests in flight, lazy (re)start. A worker that does not answer within a request's timeout is
+    killed (its other pending requests fail with :class:`CheckerError` too); a dead worker is replaced on the
+    next call. Both are logged."""
+
+    name = "node worker"
+    script_name = "worker.mjs"
+
+    def __init__(self, script: Path | None = None, node: str | None = None):
+        self.script = script
+        self.node = node or shutil.which("node")
+        self.worker: WorkerProcess | None = None
+        self.lock = threading.Lock()
+        self.ids = itertools.count()
+
+    def _running(self) -> WorkerProcess:
+        with self.lock:
+            if self.worker is None or self.worker.process.poll() is not None:
+                self.worker = self._start()
+            return self.worker
+
+    def _start(self) -> WorkerProcess:
+        if self.node is None:
+            raise CheckerSetupError(
+                f"node is not on PATH; the {self.name} needs Node.js >= 18, then `{setup_command()}`"
+            )
+        try:
+            script = Path(self.script or worker_script().with_name(self.script_name))
+        except TsxNotInstalled as error:
+            raise CheckerSetupError(str(error)) from error
+        hint = f"(reinstall its npm packages with `{setup_command()}`, or `make setup` in a clone)"
+        try:
+            worker = WorkerProcess(self.node, script, self.name)
+        except OSError as error:
+            raise CheckerSetupError(f"cannot run {self.node} {script}: {error}") from error
+        try:
+            worker.ready.result(timeout=STARTUP_TIMEOUT)
+        except (CheckerError, concurrent.futures.TimeoutError) as error:
+            worker.kill()
+            raise CheckerSetupError(f"the {self.name} did not start {hint}: {error}") from error
+        return worker
+
+    def send(self, requests: list[dict]):
+        """Send ``requests`` (each gets an ``id``); returns ``(worker, futures)``."""
+        worker = self._running()
+        return worker, [worker.submit({"id": next(self.ids), **request}) for request in requests]
+
+    def kill(self, worker: WorkerProcess) -> None:
+        """Kill ``worker``; the next call starts a fresh worker."""
+        worker.kill()
+        with self.lock:
+            if self.worker is worker:
+                self.worker = None
+
+    def _hung(self, worker: WorkerProcess, timeout: float) -> CheckerError:
+        """Kill ``worker``, which did not answer within ``timeout``; the error to raise."""
+        self.kill(worker)
+        error = CheckerError(f"the {self.name} did not answer within {timeout} s; it was killed ({worker.describe()})")
+        logger.warning("%s; the next check starts a new worker", error)
+        return error
+
+    def request(self, requests: list[dict], timeout: float) -> list[dict]:
+        """The worker's answers to ``requests``, in order; raises :class:`CheckerError`."""
+        worker, futures = self.send(requests)
+        _, waiting = concurrent.futures.wait(futures, timeout=timeout)
+        if waiting:
+            raise self._hung(worker, timeout)
+        return [future.result() for future in futures]
+
+    async def request_async(self, requests: list[dict], timeout: float) -> list[dict]:
+        """:meth:`request` for an event loop: waits without blocking the loop."""
+        worker, futures = self.send(requests)
+        try:
+            return await asyncio.wait_for(asyncio.gather(*map(asyncio.wrap_future, futures)), timeout)
+        except asyncio.TimeoutError:
+            raise self._hung(worker, timeout) from None
+
+    def close(self) -> None:
+        with self.lock:
+            worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.kill()
+
+
+def shared(factory: Callable[[], WorkerClient]) -> Callable[[], WorkerClient]:
+    """A function returning the process's one client made by ``factory``: made on first use, closed at exit,
+    forgotten in a forked child (which makes its own)."""
+    state = {"client": None, "lock": threading.Lock()}
+
+    def get() -> WorkerClient:
+        with state["lock"]:
+            if state["client"] is None:
+                state["client"] = factory()
+            return state["client"]
+
+    def forget_in_child() -> None:
+        state["client"], state["lock"] = None, threading.Lock()
+
+    def close() -> None:
+        if state["client"] is not None:
+            state["client"].close()
+
+    os.register_at_fork(after_in_child=forget_in_child)
+    atexit.register(close)
+    return get

@@ -1,0 +1,307 @@
+// Long-lived React render checker for reward_models/react_render.py. Model-written code runs only inside a
+// headless Chromium page: never in this Node process (esbuild only bundles it) and never in Python.
+//
+// Protocol: newline-delimited JSON on stdin and stdout, like worker.mjs. On start the worker writes one line
+//   {"ready": true, "browser": str}
+// then answers each request line
+//   {"id": int, "code": str, "export"?: str, "timeout_ms": int, "screenshot"?: bool}
+// with one line
+//   {"id": int, "status": "renders" | "blank" | "runtime_error" | "timeout" | "bundle_error",
+//    "elements": int, "text_chars": int, "text": str (first 2,000 characters of the visible text),
+//    "tags": [str, ...] (the distinct tag names rendered), "error"?: {"message": str, "offset_utf16"?: int},
+//    "screenshot"?: str (base64 PNG)}
+// or {"id": int, "error": str} when the checker itself fails on that request.
+//
+// The component: the module's default export, else the export named "export", else its first exported
+// function. It is rendered with React 19 (react-dom/client) into an empty page; the result is read after the
+// render and its effects settle. "renders": it put at least one element or visible character on the page and
+// raised no error; "blank": nothing visible (null, an empty fragment, empty elements); "runtime_error": a
+// throw while rendering or in an effect, an unhandled rejection or an error event (the first one is reported,
+// its position in the code mapped back through the bundle's source map); "timeout": the page did not finish
+// within timeout_ms (an endless loop, a render storm), after which its renderer is killed.
+//
+// Isolation (see docs/bad-input.md): one browser, a fresh incognito context per request; every network
+// request is aborted but the page's own document and bundle (served from memory); navigations away, popups
+// and dialogs are refused or dismissed; the context is closed after each request, and a browser that dies is
+// started again. Chromium runs with its own sandbox off (--no-sandbox: this worker runs as root in CI); the
+// page has no file access (no file:// URLs are served) and no network.
+import { createRequire } from "node:module";
+import path from "node:path";
+import readline from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const require = createRequire(import.meta.url);
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+// Each request gets a site of its own (its own renderer process, under --site-per-process): an endless loop
+// in one page cannot hold another's.
+const origin = (id) => `http://sample-${id}.invalid`;
+const MAX_TEXT = 2000;
+const SETTLE_MS = 50;
+const CHROMIUM_FLAGS = [
+  "--headless=new",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--disable-extensions",
+  "--disable-dev-shm-usage",
+  "--site-per-process",
+];
+
+const esbuild = require("esbuild");
+const { chromium } = require("playwright-core");
+const { SourceMapConsumer } = require("source-map-js");
+
+// React and ReactDOM, bundled once; each component is bundled alone with `react` mapped onto them.
+const VENDOR = esbuild.buildSync({
+  stdin: {
+    contents:
+      "import * as React from 'react'; import * as JSXRuntime from 'react/jsx-runtime';" +
+      "import * as ReactDOM from 'react-dom'; import * as ReactDOMClient from 'react-dom/client';" +
+      "window.__vendor = { React, JSXRuntime, ReactDOM, ReactDOMClient };",
+    resolveDir: HERE,
+    loader: "js",
+  },
+  bundle: true,
+  write: false,
+  format: "iife",
+  minify: true,
+  define: { "process.env.NODE_ENV": '"production"' },
+  logLevel: "silent",
+}).outputFiles[0].text;
+
+const VENDOR_MODULES = {
+  react: "window.__vendor.React",
+  "react/jsx-runtime": "window.__vendor.JSXRuntime",
+  "react/jsx-dev-runtime": "window.__vendor.JSXRuntime",
+  "react-dom": "window.__vendor.ReactDOM",
+  "react-dom/client": "window.__vendor.ReactDOMClient",
+};
+
+// Imports other than React (icon libraries, ./Card, CSS) become a stub whose every export is a component
+// that renders its children, as the type check types them `any`.
+// (esbuild's interop builds the import's namespace on the prototype of module.exports, so that is a proxy too.)
+const STUB = `const Stub = (props) => (props && props.children) ?? null;
+const named = (key) => typeof key === "string" && key !== "then" && key !== "constructor";
+const any = new Proxy({}, { get: (target, key) => (named(key) ? Stub : undefined) });
+module.exports = new Proxy({}, { getPrototypeOf: () => any, get: (target, key) => (key === "__esModule" ? true : named(key) ? Stub : undefined) });`;
+
+const ENTRY = `import * as Module from "component";
+const { ReactDOMClient, ReactDOM, JSXRuntime } = window.__vendor;
+const exported = Object.entries(Module);
+const Component = Module.default ?? Module[window.__exportName] ??
+  exported.map(([, value]) => value).find((value) => typeof value === "function");
+const errors = window.__errors;
+if (typeof Component !== "function" && !(Component && typeof Component === "object" && Component.$$typeof)) {
+  errors.push({ message: "the module exports no component" });
+} else {
+  const root = ReactDOMClient.createRoot(document.getElementById("root"), {
+    onUncaughtError: (error) => errors.push(describe(error)),
+    onCaughtError: (error) => errors.push(describe(error)),
+  });
+  try {
+    ReactDOM.flushSync(() => root.render(JSXRuntime.jsx(Component, {})));
+  } catch (error) {
+    errors.push(describe(error));
+  }
+}
+function describe(error) {
+  return { message: String(error && error.message ? error.message : error), stack: String(error && error.stack || "") };
+}`;
+
+function plugin(code) {
+  return {
+    name: "sample",
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, (args) => {
+        if (args.path === "component") return { path: "component", namespace: "sample" };
+        if (args.path in VENDOR_MODULES) return { path: args.path, namespace: "vendor" };
+        return { path: args.path, namespace: "stub" };
+      });
+      build.onLoad({ filter: /.*/, namespace: "sample" }, () => ({ contents: code, loader: "tsx", resolveDir: HERE }));
+      build.onLoad({ filter: /.*/, namespace: "vendor" }, (args) => ({
+        contents: `module.exports = ${VENDOR_MODULES[args.path]};`,
+        loader: "js",
+      }));
+      build.onLoad({ filter: /.*/, namespace: "stub" }, () => ({ contents: STUB, loader: "js" }));
+    },
+  };
+}
+
+async function bundle(code) {
+  const result = await esbuild.build({
+    stdin: { contents: ENTRY, loader: "js", resolveDir: HERE },
+    bundle: true,
+    write: false,
+    format: "iife",
+    sourcemap: "external",
+    outfile: "bundle.js",
+    jsx: "automatic",
+    target: "es2022",
+    plugins: [plugin(code)],
+    logLevel: "silent",
+  });
+  const map = result.outputFiles.find((file) => file.path.endsWith(".map")).text;
+  const js = result.outputFiles.find((file) => file.path.endsWith(".js")).text;
+  return { js, map: new SourceMapConsumer(JSON.parse(map)) };
+}
+
+// The offset in the response's code of the first bundle.js frame of a stack, through the source map.
+function codeOffset(stack, map, code) {
+  const frame = /bundle\.js:(\d+):(\d+)/.exec(stack || "");
+  if (!frame) return undefined;
+  const original = map.originalPositionFor({ line: Number(frame[1]), column: Number(frame[2]) - 1 });
+  if (!original.source || !original.source.includes("component") || original.line == null) return undefined;
+  let offset = 0;
+  for (let line = 1; line < original.line; line += 1) {
+    const next = code.indexOf("\n", offset);
+    if (next < 0) return undefined;
+    offset = next + 1;
+  }
+  return offset + original.column;
+}
+
+const PAGE = (ORIGIN, exportName) => `<!doctype html><html><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src ${ORIGIN}/ 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+<script>window.__errors = []; window.__exportName = ${JSON.stringify(exportName || "")};
+addEventListener("error", (event) => __errors.push({ message: String(event.message), stack: event.error && event.error.stack ? String(event.error.stack) : "bundle.js:" + event.lineno + ":" + event.colno }));
+addEventListener("unhandledrejection", (event) => __errors.push({ message: "unhandled rejection: " + String(event.reason && event.reason.message || event.reason), stack: String(event.reason && event.reason.stack || "") }));
+window.alert = window.confirm = window.prompt = window.print = () => undefined; window.open = () => null;</script>
+</head><body><div id="root"></div><script src="${ORIGIN}/vendor.js"></script><script src="${ORIGIN}/bundle.js"></script></body></html>`;
+
+let browserPromise = null;
+
+function browser() {
+  if (browserPromise === null) {
+    browserPromise = chromium
+      .launch({ executablePath: process.env.BOT_GRPO_CHROMIUM || "/usr/bin/chromium", args: CHROMIUM_FLAGS })
+      .then((launched) => {
+        launched.on("disconnected", () => {
+          browserPromise = null;
+        });
+        return launched;
+      });
+    browserPromise.catch(() => {
+      browserPromise = null;
+    });
+  }
+  return browserPromise;
+}
+
+function within(promise, ms) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error("timeout")), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+async function render(request) {
+  let built;
+  try {
+    built = await bundle(request.code);
+  } catch (failure) {
+    const message = failure.errors && failure.errors[0] ? failure.errors[0].text : String(failure);
+    return { status: "bundle_error", elements: 0, text_chars: 0, text: "", tags: [], error: { message } };
+  }
+  const context = await (await browser()).newContext({ javaScriptEnabled: true, acceptDownloads: false });
+  try {
+    context.on("page", (page) => page.on("dialog", (dialog) => dialog.dismiss().catch(() => {})));
+    const ORIGIN = origin(request.id);
+    const files = { "/": PAGE(ORIGIN, request.export), "/vendor.js": VENDOR, "/bundle.js": built.js };
+    await context.route("**/*", (route) => {
+      const url = new URL(route.request().url());
+      const body = url.origin === ORIGIN ? files[url.pathname] : undefined;
+      if (body === undefined || (url.pathname === "/" && route.request().frame().parentFrame() !== null)) {
+        return route.abort("blockedbyclient");
+      }
+      const type = url.pathname === "/" ? "text/html" : "text/javascript";
+      return route.fulfill({ status: 200, contentType: type, body });
+    });
+    const page = await context.newPage();
+    let navigated = false;
+    page.on("framenavigated", (frame) => {
+      if (frame === page.mainFrame() && frame.url() !== `${ORIGIN}/`) navigated = true;
+    });
+    context.on("page", (popup) => {
+      if (popup !== page) popup.close().catch(() => {});
+    });
+    const measured = within(
+      (async () => {
+        await page.goto(`${ORIGIN}/`, { waitUntil: "load" });
+        await page.waitForTimeout(SETTLE_MS);
+        return page.evaluate((maxText) => {
+          const root = document.getElementById("root");
+          const elements = root ? root.querySelectorAll("*") : [];
+          const text = root ? root.innerText || "" : "";
+          const tags = [...new Set([...elements].map((element) => element.tagName.toLowerCase()))];
+          return { elements: elements.length, text: text.slice(0, maxText), text_chars: text.trim().length, tags, errors: window.__errors };
+        }, MAX_TEXT);
+      })(),
+      request.timeout_ms,
+    );
+    let result;
+    try {
+      result = await measured;
+    } catch {
+      return { status: "timeout", elements: 0, text_chars: 0, text: "", tags: [] };
+    }
+    if (navigated) result.errors.unshift({ message: "the page navigated away" });
+    const answer = { elements: result.elements, text_chars: result.text_chars, text: result.text, tags: result.tags };
+    if (result.errors.length > 0) {
+      const first = result.errors[0];
+      const offset = codeOffset(first.stack, built.map, request.code);
+      answer.status = "runtime_error";
+      answer.error = offset === undefined ? { message: first.message } : { message: first.message, offset_utf16: offset };
+    } else {
+      answer.status = result.elements > 0 || result.text_chars > 0 ? "renders" : "blank";
+    }
+    if (request.screenshot) answer.screenshot = (await within(page.screenshot({ type: "png" }), request.timeout_ms)).toString("base64");
+    return answer;
+  } finally {
+    // Closing the context ends its renderer, also one stuck in an endless loop.
+    await within(context.close(), 10_000).catch(() => {});
+  }
+}
+
+function send(message) {
+  process.stdout.write(`${JSON.stringify(message)}\n`);
+}
+
+async function answer(line) {
+  let request;
+  try {
+    request = JSON.parse(line);
+  } catch (failure) {
+    return send({ id: null, error: `not a JSON request: ${failure}` });
+  }
+  try {
+    send({ id: request.id, ...(await render(request)) });
+  } catch (failure) {
+    send({ id: request.id, error: `the render checker failed: ${failure && failure.message ? failure.message : failure}` });
+  }
+}
+
+async function serve() {
+  const launched = await browser();
+  send({ ready: true, browser: launched.version() });
+  const lines = readline.createInterface({ input: process.stdin });
+  const inFlight = new Set();
+  for await (const line of lines) {
+    if (!line.trim()) continue;
+    const task = answer(line).finally(() => inFlight.delete(task));
+    inFlight.add(task);
+  }
+  await Promise.allSettled([...inFlight]);
+  await (await browser()).close();
+}
+
+serve().catch((failure) => {
+  process.stderr.write(`render worker failed: ${failure && failure.stack ? failure.stack : failure}\n`);
+  process.exit(1);
+});
