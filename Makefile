@@ -21,13 +21,26 @@ $(STAMP): $(PY) setup.py pyproject.toml
 	$(PY) -m bot_grpo_verl check
 	touch $(STAMP)
 
-# The TSX compile reward's Node packages (esbuild, typescript, @types/react), pinned by the lock file.
+# The TSX compile and render rewards' Node packages (esbuild, typescript, @types/react, react, react-dom,
+# playwright-core, source-map-js), pinned by the lock file.
 TSX_STAMP := reward_models/tsx/node_modules/.installed
 $(TSX_STAMP): reward_models/tsx/package.json reward_models/tsx/package-lock.json
 	npm_config_cache=$(CURDIR)/.cache/npm npm ci --prefix reward_models/tsx --no-audit --no-fund
 	touch $(TSX_STAMP)
 
-setup: $(STAMP) $(TSX_STAMP)
+# The React render check's browser: Debian's Chromium (no browser download at run time). As root (CI, containers)
+# it is installed here; elsewhere install it yourself (sudo apt-get install chromium) or point BOT_GRPO_CHROMIUM
+# at a Chromium binary.
+CHROMIUM ?= $(or $(BOT_GRPO_CHROMIUM),/usr/bin/chromium)
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "PROBLEM: the React render check needs Chromium at $(CHROMIUM): sudo apt-get install chromium, or set BOT_GRPO_CHROMIUM"; \
+		exit 1; \
+	fi
+
+setup: $(STAMP) $(TSX_STAMP) $(CHROMIUM)
 
 # The main job: verl's real trainer runs BoT-GRPO with token-level compiler rewards on CPU (assets built once),
 # validating on held-out prompts. DEMO_ALGORITHMS=grpo,bot_grpo runs GRPO beside it on the same seed.

@@ -122,6 +122,7 @@ from dataclasses import dataclass, fields
 
 from bot_grpo_verl.options import options_from_kwargs
 from bot_grpo_verl.rewards.node_worker import CheckerError, CheckerSetupError, WorkerClient, shared  # noqa: F401  (the errors are this reward's API)
+from bot_grpo_verl.rewards.react_render import render_flags, shared_renderer
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +154,7 @@ class Options:
     max_code_chars: int = 100_000
     max_line_chars: int = 2_000
     max_diagnostics: int = 20
+    render: bool = False
 
 
 def _check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -190,6 +192,8 @@ def parse_options(kwargs: dict) -> Options:
     _check_positive_int("max_code_chars", options.max_code_chars)
     _check_positive_int("max_line_chars", options.max_line_chars)
     _check_positive_int("max_diagnostics", options.max_diagnostics)
+    if not isinstance(options.render, bool):
+        raise ValueError(f"render={options.render!r} must be a bool")
     # Plain Python values: numpy scalars pass the checks, and the worker's requests are JSON.
     return Options(**{field.name: field.type(getattr(options, field.name)) for field in fields(Options)})
 
@@ -509,17 +513,44 @@ def _request_args(text: str, blocks: list[tuple[int, int]], options: Options) ->
     return codes, options.level, options.region == "element", options.max_diagnostics, options.timeout
 
 
+def with_render(text: str, blocks: list[tuple[int, int]], result: dict, answer: dict | None, options: Options):
+    """``result`` with the render check applied (``render=True``): a compiled response scores 1 only when its
+    last block renders something; a blank page, a runtime error or a timeout scores 0, and a runtime error whose
+    position maps back to the code marks its line with ``error_value`` (the rest of the block ``clean_value``).
+    Every result carries the render keys (:func:`react_render.render_flags`)."""
+    if not options.render:
+        return result
+    result = {**result, **render_flags(answer)}
+    if answer is None or answer["status"] == "renders":
+        return result
+    result["score"] = 0.0
+    offset = (answer.get("exception") or {}).get("offset_utf16")
+    if offset is not None:
+        start, end = blocks[-1]
+        positions = CodeMap(text[start:end])
+        index = positions.utf16.index(offset)
+        result["spans"] = block_spans(start, end, [line_region(positions, index, index + 1)], options)
+    return result
+
+
 def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
     """The TSX compile reward of ``solution_str`` (a dict, see the module docstring); thread-safe."""
     options = parse_options(kwargs)
     blocks, final = precheck(solution_str, options)
     if final is not None:
-        return final
+        return with_render(solution_str, blocks, final, None, options)
     try:
         answers = shared_checker().check(*_request_args(solution_str, blocks, options))
     except CheckerError:
-        return _result(num_blocks=len(blocks), checker_error=1)
-    return score_answers(solution_str, blocks, answers, options)
+        return with_render(solution_str, blocks, _result(num_blocks=len(blocks), checker_error=1), None, options)
+    result = score_answers(solution_str, blocks, answers, options)
+    answer = None
+    if options.render and result["compiled"]:
+        try:
+            answer = shared_renderer().render([_last_code(solution_str, blocks)], options.timeout)[0]
+        except CheckerError:
+            answer = {"status": "bundle_error", "elements": 0}
+    return with_render(solution_str, blocks, result, answer, options)
 
 
 async def compute_score_async(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
@@ -528,9 +559,21 @@ async def compute_score_async(data_source, solution_str: str, ground_truth=None,
     options = parse_options(kwargs)
     blocks, final = precheck(solution_str, options)
     if final is not None:
-        return final
+        return with_render(solution_str, blocks, final, None, options)
     try:
         answers = await shared_checker().check_async(*_request_args(solution_str, blocks, options))
     except CheckerError:
-        return _result(num_blocks=len(blocks), checker_error=1)
-    return score_answers(solution_str, blocks, answers, options)
+        return with_render(solution_str, blocks, _result(num_blocks=len(blocks), checker_error=1), None, options)
+    result = score_answers(solution_str, blocks, answers, options)
+    answer = None
+    if options.render and result["compiled"]:
+        try:
+            answer = (await shared_renderer().render_async([_last_code(solution_str, blocks)], options.timeout))[0]
+        except CheckerError:
+            answer = {"status": "bundle_error", "elements": 0}
+    return with_render(solution_str, blocks, result, answer, options)
+
+
+def _last_code(text: str, blocks: list[tuple[int, int]]) -> str:
+    start, end = blocks[-1]
+    return _SURROGATE.sub("\ufffd", text[start:end])

@@ -8,7 +8,7 @@
 // with one line
 //   {"id": int, "status": "renders" | "blank" | "runtime_error" | "timeout" | "bundle_error",
 //    "elements": int, "text_chars": int, "text": str (first 2,000 characters of the visible text),
-//    "tags": [str, ...] (the distinct tag names rendered), "error"?: {"message": str, "offset_utf16"?: int},
+//    "tags": [str, ...] (the distinct tag names rendered), "exception"?: {"message": str, "offset_utf16"?: int},
 //    "screenshot"?: str (base64 PNG)}
 // or {"id": int, "error": str} when the checker itself fails on that request.
 //
@@ -207,7 +207,7 @@ async function render(request) {
     built = await bundle(request.code);
   } catch (failure) {
     const message = failure.errors && failure.errors[0] ? failure.errors[0].text : String(failure);
-    return { status: "bundle_error", elements: 0, text_chars: 0, text: "", tags: [], error: { message } };
+    return { status: "bundle_error", elements: 0, text_chars: 0, text: "", tags: [], exception: { message } };
   }
   const context = await (await browser()).newContext({ javaScriptEnabled: true, acceptDownloads: false });
   try {
@@ -240,7 +240,7 @@ async function render(request) {
           const elements = root ? root.querySelectorAll("*") : [];
           const text = root ? root.innerText || "" : "";
           const tags = [...new Set([...elements].map((element) => element.tagName.toLowerCase()))];
-          return { elements: elements.length, text: text.slice(0, maxText), text_chars: text.trim().length, tags, errors: window.__errors };
+          return { elements: elements.length, text: text.slice(0, maxText), text_chars: text.trim().length, tags, errors: window.__errors || [] };
         }, MAX_TEXT);
       })(),
       request.timeout_ms,
@@ -257,7 +257,7 @@ async function render(request) {
       const first = result.errors[0];
       const offset = codeOffset(first.stack, built.map, request.code);
       answer.status = "runtime_error";
-      answer.error = offset === undefined ? { message: first.message } : { message: first.message, offset_utf16: offset };
+      answer.exception = offset === undefined ? { message: first.message } : { message: first.message, offset_utf16: offset };
     } else {
       answer.status = result.elements > 0 || result.text_chars > 0 ? "renders" : "blank";
     }
