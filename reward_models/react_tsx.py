@@ -123,6 +123,7 @@ from dataclasses import dataclass, fields
 from bot_grpo_verl.options import options_from_kwargs
 from bot_grpo_verl.rewards.node_worker import CheckerError, CheckerSetupError, WorkerClient, shared  # noqa: F401  (the errors are this reward's API)
 from bot_grpo_verl.rewards.react_render import render_flags, shared_renderer
+from bot_grpo_verl.rewards.react_requirements import ReactSpec, check_requirements
 
 logger = logging.getLogger(__name__)
 
@@ -474,10 +475,13 @@ class TsxChecker(WorkerClient):
     name = "TSX worker"
     script_name = "worker.mjs"
 
-    def requests(self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float):
+    def requests(
+        self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float, outline: bool = False
+    ):
         return [
             {
                 "code": code,
+                "outline": outline,
                 "level": level,
                 "elements": elements,
                 "max_diagnostics": max_diagnostics,
@@ -486,13 +490,17 @@ class TsxChecker(WorkerClient):
             for code in codes
         ]
 
-    def check(self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float) -> list[dict]:
-        """The worker's answers for ``codes``, in order; raises :class:`CheckerError`."""
-        return self.request(self.requests(codes, level, elements, max_diagnostics, timeout), timeout)
+    def check(
+        self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float, outline: bool = False
+    ) -> list[dict]:
+        """The worker's answers for ``codes``, in order (with an ``outline`` of each code that passes, when asked);
+        raises :class:`CheckerError`."""
+        return self.request(self.requests(codes, level, elements, max_diagnostics, timeout, outline), timeout)
 
-    async def check_async(self, codes, level, elements, max_diagnostics, timeout) -> list[dict]:
+    async def check_async(self, codes, level, elements, max_diagnostics, timeout, outline=False) -> list[dict]:
         """:meth:`check` for an event loop: waits without blocking the loop."""
-        return await self.request_async(self.requests(codes, level, elements, max_diagnostics, timeout), timeout)
+        requests = self.requests(codes, level, elements, max_diagnostics, timeout, outline)
+        return await self.request_async(requests, timeout)
 
 
 shared_checker = shared(TsxChecker)
@@ -506,74 +514,105 @@ shared_checker = shared(TsxChecker)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _request_args(text: str, blocks: list[tuple[int, int]], options: Options) -> tuple:
+def _request_args(text: str, blocks: list[tuple[int, int]], options: Options, spec) -> tuple:
     # Surrogate code points become U+FFFD, one character for one: JavaScript would join a high and a low
     # one into a single character, and every position after them would shift.
     codes = [_SURROGATE.sub("\ufffd", text[start:end]) for start, end in blocks]
-    return codes, options.level, options.region == "element", options.max_diagnostics, options.timeout
+    return codes, options.level, options.region == "element", options.max_diagnostics, options.timeout, spec is not None
 
 
-def with_render(text: str, blocks: list[tuple[int, int]], result: dict, answer: dict | None, options: Options):
-    """``result`` with the render check applied (``render=True``): a compiled response scores 1 only when its
-    last block renders something; a blank page, a runtime error or a timeout scores 0, and a runtime error whose
-    position maps back to the code marks its line with ``error_value`` (the rest of the block ``clean_value``).
-    Every result carries the render keys (:func:`react_render.render_flags`)."""
+def with_render(result: dict, answer: dict | None, positions: "CodeMap", options: Options) -> tuple[dict, list]:
+    """``result`` with the render check applied (``render=True``), and the error regions it adds to the last
+    block: a compiled response passes only when its last block renders something; a blank page, a runtime
+    error or a timeout scores 0, and a runtime error whose position maps back to the code marks its line.
+    Every result of such a run carries the render keys (:func:`react_render.render_flags`)."""
     if not options.render:
-        return result
+        return result, []
     result = {**result, **render_flags(answer)}
     if answer is None or answer["status"] == "renders":
-        return result
+        return result, []
     result["score"] = 0.0
     offset = (answer.get("exception") or {}).get("offset_utf16")
-    if offset is not None:
-        start, end = blocks[-1]
-        positions = CodeMap(text[start:end])
-        index = positions.utf16.index(offset)
-        result["spans"] = block_spans(start, end, [line_region(positions, index, index + 1)], options)
+    if offset is None:
+        return result, []
+    index = positions.utf16.index(offset)
+    return result, [line_region(positions, index, index + 1)]
+
+
+def with_requirements(result: dict, spec, outline, visible_text, positions: "CodeMap") -> tuple[dict, list]:
+    """``result`` with the spec's requirements checked (a row with ``extra_info["react_spec"]``), and the error
+    regions of the violations that have a place; any violation scores 0 (``requirements_unmet`` counts them)."""
+    if spec is None:
+        return result, []
+    found = check_requirements(spec, outline, visible_text, positions.code)
+    result = {**result, "requirements_met": int(not found.unmet), "requirements_unmet": len(found.unmet)}
+    if found.unmet:
+        result["score"] = 0.0
+    index = positions.utf16.index
+    return result, [(index(start), max(index(end), index(start) + 1)) for start, end in found.places]
+
+
+def finish(text: str, blocks, answers, render_answer, spec, options: Options) -> dict:
+    """The reward once the blocks are compiled and (for a compiled response, ``render=True``) rendered: the
+    compile result, then the render and the requirement gates on the last block (the answer)."""
+    result = score_answers(text, blocks, answers, options)
+    if not result["compiled"]:
+        return unchecked(blocks, result, spec, options)
+    start, end = blocks[-1]
+    positions = CodeMap(text[start:end])
+    result, render_regions = with_render(result, render_answer, positions, options)
+    visible = render_answer.get("text") if render_answer and options.render else None
+    result, requirement_regions = with_requirements(result, spec, answers[-1].get("outline"), visible, positions)
+    regions = merge_ranges(render_regions + requirement_regions)
+    if regions:
+        result["spans"] = block_spans(start, end, regions, options)
     return result
+
+
+def unchecked(blocks, result: dict, spec, options: Options) -> dict:
+    """A result decided before any check (no code, oversized, checker error), with the keys of its run."""
+    result, _ = with_render(result, None, None, options)
+    return result if spec is None else {**result, "requirements_met": 0, "requirements_unmet": 0}
 
 
 def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
     """The TSX compile reward of ``solution_str`` (a dict, see the module docstring); thread-safe."""
     options = parse_options(kwargs)
+    spec = ReactSpec.from_extra_info(extra_info)
     blocks, final = precheck(solution_str, options)
     if final is not None:
-        return with_render(solution_str, blocks, final, None, options)
+        return unchecked(blocks, final, spec, options)
+    codes, *settings = _request_args(solution_str, blocks, options, spec)
     try:
-        answers = shared_checker().check(*_request_args(solution_str, blocks, options))
+        answers = shared_checker().check(codes, *settings)
     except CheckerError:
-        return with_render(solution_str, blocks, _result(num_blocks=len(blocks), checker_error=1), None, options)
-    result = score_answers(solution_str, blocks, answers, options)
-    answer = None
-    if options.render and result["compiled"]:
+        return unchecked(blocks, _result(num_blocks=len(blocks), checker_error=1), spec, options)
+    render_answer = None
+    if options.render and all(answer["ok"] for answer in answers):
         try:
-            answer = shared_renderer().render([_last_code(solution_str, blocks)], options.timeout)[0]
+            render_answer = shared_renderer().render([codes[-1]], options.timeout)[0]
         except CheckerError:
-            answer = {"status": "bundle_error", "elements": 0}
-    return with_render(solution_str, blocks, result, answer, options)
+            render_answer = {"status": "bundle_error", "elements": 0}
+    return finish(solution_str, blocks, answers, render_answer, spec, options)
 
 
 async def compute_score_async(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
     """:func:`compute_score` for verl's event loop (``name=compute_score_async``); never blocks the loop
     except for the first call of a process, which starts the worker."""
     options = parse_options(kwargs)
+    spec = ReactSpec.from_extra_info(extra_info)
     blocks, final = precheck(solution_str, options)
     if final is not None:
-        return with_render(solution_str, blocks, final, None, options)
+        return unchecked(blocks, final, spec, options)
+    codes, *settings = _request_args(solution_str, blocks, options, spec)
     try:
-        answers = await shared_checker().check_async(*_request_args(solution_str, blocks, options))
+        answers = await shared_checker().check_async(codes, *settings)
     except CheckerError:
-        return with_render(solution_str, blocks, _result(num_blocks=len(blocks), checker_error=1), None, options)
-    result = score_answers(solution_str, blocks, answers, options)
-    answer = None
-    if options.render and result["compiled"]:
+        return unchecked(blocks, _result(num_blocks=len(blocks), checker_error=1), spec, options)
+    render_answer = None
+    if options.render and all(answer["ok"] for answer in answers):
         try:
-            answer = (await shared_renderer().render_async([_last_code(solution_str, blocks)], options.timeout))[0]
+            render_answer = (await shared_renderer().render_async([codes[-1]], options.timeout))[0]
         except CheckerError:
-            answer = {"status": "bundle_error", "elements": 0}
-    return with_render(solution_str, blocks, result, answer, options)
-
-
-def _last_code(text: str, blocks: list[tuple[int, int]]) -> str:
-    start, end = blocks[-1]
-    return _SURROGATE.sub("\ufffd", text[start:end])
+            render_answer = {"status": "bundle_error", "elements": 0}
+    return finish(solution_str, blocks, answers, render_answer, spec, options)

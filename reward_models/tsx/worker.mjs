@@ -5,7 +5,7 @@
 //   {"ready": true, "node": str, "esbuild": str}
 // then answers each request line
 //   {"id": int, "code": str, "level": "syntax" | "types", "elements": bool, "max_diagnostics": int,
-//    "type_timeout"?: float (seconds one type check may take, default 60)}
+//    "type_timeout"?: float (seconds one type check may take, default 60), "outline"?: bool}
 // with one line (answers may come out of order: syntax checks run concurrently)
 //   {"id": int, "ok": bool, "total": int, "diagnostics": [Diagnostic, ...], "elements"?: [[start, end], ...]}
 // or, when the checker itself fails on that request, {"id": int, "error": str}.
@@ -16,7 +16,8 @@
 //   typescript: offset_utf16 and length count UTF-16 code units from the start of the code; line and
 //               column are TypeScript's (UTF-16 column).
 // Only the first max_diagnostics diagnostics are sent (messages cut to 500 UTF-16 units); "total" counts all.
-// "elements" (requested, and the code fails) lists the [start, end) UTF-16 ranges of every JSX element and
+// "outline" (requested, and the code passes): the component's exports, props and JSX tags (see outline());
+// null when TypeScript's parse fails on it. "elements" (requested, and the code fails) lists the [start, end) UTF-16 ranges of every JSX element and
 // fragment of TypeScript's error-tolerant parse, parents before their children; null when that parse
 // itself fails (nesting too deep for the thread's stack).
 //
@@ -205,7 +206,88 @@ function createTypescriptChecker() {
     }
   }
 
-  return { load, diagnostics, elements, augments };
+  // The component's outline, for requirement checks (UTF-16 offsets): exported names, the default export's
+  // name, each exported function's props (the names its first parameter destructures, and where that
+  // parameter list is), and every JSX tag (name, the opening tag's name range, the closing tag's if any).
+  function outline(code) {
+    const source = ts.createSourceFile(slot(0), code, ts.ScriptTarget.Latest, true, ts.ScriptKind.TSX);
+    const exported = (node) => (ts.getCombinedModifierFlags(node) & ts.ModifierFlags.Export) !== 0;
+    const isDefault = (node) => (ts.getCombinedModifierFlags(node) & ts.ModifierFlags.Default) !== 0;
+    const exports = [];
+    const functions = {};
+    let defaultName = null;
+    const describeFunction = (name, fn, anchor) => {
+      const first = fn && fn.parameters ? fn.parameters[0] : undefined;
+      const props = first && ts.isObjectBindingPattern(first.name)
+        ? first.name.elements.map((element) => (element.propertyName ?? element.name).getText(source))
+        : [];
+      const list = fn && fn.parameters && fn.parameters.pos !== undefined
+        ? [fn.parameters.pos, fn.parameters.end]
+        : [anchor.getStart(source), anchor.end];
+      functions[name] = { props, params: list };
+    };
+    for (const statement of source.statements) {
+      if (ts.isFunctionDeclaration(statement) && exported(statement)) {
+        const name = statement.name ? statement.name.text : "default";
+        exports.push(name);
+        if (isDefault(statement)) defaultName = name;
+        describeFunction(name, statement, statement.name ?? statement);
+      } else if (ts.isVariableStatement(statement) && exported(statement)) {
+        for (const declaration of statement.declarationList.declarations) {
+          if (!ts.isIdentifier(declaration.name)) continue;
+          exports.push(declaration.name.text);
+          const init = declaration.initializer;
+          const fn = init && (ts.isArrowFunction(init) || ts.isFunctionExpression(init)) ? init : undefined;
+          describeFunction(declaration.name.text, fn, declaration.name);
+        }
+      } else if (ts.isExportAssignment(statement) && !statement.isExportEquals) {
+        const expression = statement.expression;
+        defaultName = ts.isIdentifier(expression) ? expression.text : "default";
+        if (!ts.isIdentifier(expression)) {
+          const fn = ts.isArrowFunction(expression) || ts.isFunctionExpression(expression) ? expression : undefined;
+          describeFunction("default", fn, expression);
+        }
+      } else if (ts.isExportDeclaration(statement) && statement.exportClause && ts.isNamedExports(statement.exportClause)) {
+        for (const element of statement.exportClause.elements) {
+          if (element.name.text === "default") defaultName = (element.propertyName ?? element.name).text;
+          else exports.push(element.name.text);
+        }
+      }
+    }
+    // A default export that names a local function or constant: its props too.
+    for (const statement of source.statements) {
+      if (!defaultName || functions[defaultName]) break;
+      if (ts.isFunctionDeclaration(statement) && statement.name?.text === defaultName) {
+        describeFunction(defaultName, statement, statement.name);
+      } else if (ts.isVariableStatement(statement)) {
+        for (const declaration of statement.declarationList.declarations) {
+          const init = declaration.initializer;
+          if (!ts.isIdentifier(declaration.name) || declaration.name.text !== defaultName) continue;
+          const fn = init && (ts.isArrowFunction(init) || ts.isFunctionExpression(init)) ? init : undefined;
+          describeFunction(defaultName, fn, declaration.name);
+        }
+      }
+    }
+    const tags = [];
+    const stack = [source];
+    while (stack.length > 0) {
+      const node = stack.pop();
+      if (ts.isJsxElement(node)) {
+        const open = node.openingElement.tagName;
+        const close = node.closingElement.tagName;
+        tags.push({ name: open.getText(source), open: [open.getStart(source), open.end], close: [close.getStart(source), close.end] });
+      } else if (ts.isJsxSelfClosingElement(node)) {
+        tags.push({ name: node.tagName.getText(source), open: [node.tagName.getStart(source), node.tagName.end] });
+      }
+      ts.forEachChild(node, (child) => {
+        stack.push(child);
+      });
+    }
+    tags.sort((a, b) => a.open[0] - b.open[0]);
+    return { exports, default: defaultName, functions, tags };
+  }
+
+  return { load, diagnostics, elements, augments, outline };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -214,6 +296,14 @@ function createTypescriptChecker() {
 
 function describe(failure) {
   return String(failure?.stack ?? failure).slice(0, 2000);
+}
+
+function outlineOrNull(checker, code) {
+  try {
+    return checker.outline(code);
+  } catch {
+    return null;
+  }
 }
 
 function elementsOrNull(checker, code) {
@@ -227,6 +317,7 @@ function elementsOrNull(checker, code) {
 function answerJob(checker, job, file) {
   const answer = job.types ? { diagnostics: checker.diagnostics(file) } : {};
   const failing = !job.types || answer.diagnostics.length > 0;
+  if (job.outline && !(job.types && failing)) answer.outline = outlineOrNull(checker, job.code);
   return job.elements && failing ? { ...answer, elements: elementsOrNull(checker, job.code) } : answer;
 }
 
@@ -342,7 +433,7 @@ class TypeThread {
     return new Promise((done) => {
       this.batch = { jobs, answered: 0, done };
       this.armFor(jobs[0]);
-      this.worker.postMessage(jobs.map(({ code, types, elements }) => ({ code, types, elements })));
+      this.worker.postMessage(jobs.map(({ code, types, elements, outline }) => ({ code, types, elements, outline })));
     });
   }
 }
@@ -450,13 +541,14 @@ async function check(esbuild, request) {
   const syntax = await esbuildDiagnostics(esbuild, request.code);
   const types = syntax.length === 0 && request.level === "types";
   const elements = Boolean(request.elements) && (types || syntax.length > 0);
+  const outline = Boolean(request.outline) && syntax.length === 0;
   let found = { diagnostics: syntax };
-  if (types || elements) {
+  if (types || elements || outline) {
     const limitMs = (request.type_timeout ?? DEFAULT_TYPE_TIMEOUT) * 1000;
-    const typed = await typeThreadJob({ code: request.code, types, elements, limitMs });
+    const typed = await typeThreadJob({ code: request.code, types, elements, outline, limitMs });
     if (types && typed.error !== undefined) throw new Error(typed.error);
     // Element ranges only refine the error regions: without them the client uses lines.
-    found = types ? typed : { diagnostics: syntax, elements: typed.elements ?? null };
+    found = types ? typed : { diagnostics: syntax, elements: typed.elements ?? null, outline: typed.outline ?? null };
   }
   const limit = request.max_diagnostics ?? 20;
   const answer = {
@@ -466,6 +558,7 @@ async function check(esbuild, request) {
     diagnostics: found.diagnostics.slice(0, limit).map((d) => ({ ...d, message: d.message.slice(0, MAX_MESSAGE) })),
   };
   if (elements) answer.elements = found.elements ?? null;
+  if (outline && answer.ok) answer.outline = found.outline ?? null;
   return answer;
 }
 

@@ -1,0 +1,142 @@
+"""Requirement checks of a React answer against a spec the data carries: is it the component that was asked for?
+
+A row's ``extra_info["react_spec"]`` (a dict, all keys optional) says what the request asks:
+
+=================  ================  =========================================================================
+key                type              requirement
+=================  ================  =========================================================================
+``component``      ``str``           a component of this name is exported
+``default_export`` ``bool``          it (or, without ``component``, some component) is the default export
+``elements``       ``list[str]``     each of these JSX tags appears in the code (``"ul"``, ``"li"``, ``"Card"``)
+``only_elements``  ``bool``          no lowercase (HTML) tag outside ``elements`` appears
+``props``          ``list[str]``     the component's first parameter destructures each of these props
+``texts``          ``list[str]``     each text is visible in the render (with ``render=True``), else in the code
+=================  ================  =========================================================================
+
+They are checked from TypeScript's parse (``outline`` of ``tsx/worker.mjs``) and, for ``texts``, from the
+render. A violation with a place is an error span: a tag outside ``elements`` (its opening and closing tag
+names), a missing prop (the component's parameter list). One without a place (a missing component, element or
+text) only fails the outcome. :func:`spec_from_reference` derives a spec from a reference solution (what
+``recipes/data/prepare_react.py`` and the CPU demo attach to their rows).
+"""
+
+from dataclasses import dataclass, fields
+
+SPEC_KEY = "react_spec"
+
+
+@dataclass(frozen=True)
+class ReactSpec:
+    """A request's requirements; see the module docstring."""
+
+    component: str | None = None
+    default_export: bool = False
+    elements: tuple[str, ...] = ()
+    only_elements: bool = False
+    props: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
+
+    @classmethod
+    def from_extra_info(cls, extra_info) -> "ReactSpec | None":
+        """The spec of a row's ``extra_info`` (None without one); ``ValueError`` naming a bad key or value."""
+        raw = (extra_info or {}).get(SPEC_KEY) if hasattr(extra_info or {}, "get") else None
+        if raw is None:
+            return None
+        if not hasattr(raw, "items"):
+            raise ValueError(f"extra_info[{SPEC_KEY!r}] must be a dict, got {type(raw).__name__}")
+        known = {field.name for field in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"extra_info[{SPEC_KEY!r}] has unknown keys {unknown}; allowed: {sorted(known)}")
+        values = {}
+        for key, value in raw.items():
+            if key == "component":
+                if value is not None and (not isinstance(value, str) or not value):
+                    raise ValueError(f"react_spec.component must be a non-empty string, got {value!r}")
+                values[key] = value
+            elif key in ("default_export", "only_elements"):
+                if not isinstance(value, bool):
+                    raise ValueError(f"react_spec.{key} must be a bool, got {value!r}")
+                values[key] = value
+            else:
+                items = list(value) if isinstance(value, list | tuple) or hasattr(value, "tolist") else None
+                if items is None or not all(isinstance(item, str) and item for item in items):
+                    raise ValueError(f"react_spec.{key} must be a list of non-empty strings, got {value!r}")
+                values[key] = tuple(items)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class RequirementResult:
+    """What a spec found in one block: ``places`` (``[start, end)`` UTF-16 offsets in the code, one per
+    violation with a place), ``unmet`` (each violated requirement, in words), ``checked`` (how many were checked)."""
+
+    places: list[tuple[int, int]]
+    unmet: list[str]
+    checked: int
+
+
+def component_name(spec: ReactSpec, outline: dict) -> str | None:
+    """The component the spec is about: ``spec.component``, else the default export, else the first export."""
+    if spec.component:
+        return spec.component
+    return outline.get("default") or next(iter(outline.get("exports") or []), None)
+
+
+def check_requirements(spec: ReactSpec, outline: dict | None, visible_text: str | None, code: str) -> RequirementResult:
+    """Check ``spec`` against a block's ``outline`` (None: the parse failed, every requirement is unmet) and,
+    for ``texts``, the rendered ``visible_text`` (None: not rendered, the ``code`` is searched instead)."""
+    checked = sum(
+        (
+            bool(spec.component),
+            spec.default_export,
+            len(spec.elements),
+            spec.only_elements,
+            len(spec.props),
+            len(spec.texts),
+        )
+    )
+    if outline is None:
+        return RequirementResult([], ["the code could not be parsed for its outline"], checked)
+    places, unmet = [], []
+    name = component_name(spec, outline)
+    exported = set(outline.get("exports") or []) | ({outline["default"]} if outline.get("default") else set())
+    if spec.component and spec.component not in exported:
+        unmet.append(f"no exported component {spec.component}")
+    if spec.default_export and (
+        outline.get("default") is None or (spec.component and outline["default"] != spec.component)
+    ):
+        unmet.append(f"{name or 'the component'} is not the default export")
+    tags = outline.get("tags") or []
+    present = {tag["name"] for tag in tags}
+    unmet += [f"no <{element}> element" for element in spec.elements if element not in present]
+    if spec.only_elements:
+        for tag in tags:
+            if tag["name"][:1].islower() and tag["name"] not in spec.elements:
+                places += [tuple(tag["open"])] + ([tuple(tag["close"])] if tag.get("close") else [])
+                unmet.append(f"<{tag['name']}> is not one of the requested elements")
+    function = (outline.get("functions") or {}).get(name or "")
+    for prop in spec.props:
+        if function is None or prop not in function["props"]:
+            unmet.append(f"the component takes no {prop!r} prop")
+            if function is not None:
+                start, end = function["params"]
+                places.append((start, max(end, start + 1)))
+    haystack = visible_text if visible_text is not None else code
+    unmet += [f"the text {text!r} is not shown" for text in spec.texts if text not in haystack]
+    return RequirementResult(sorted(set(places)), unmet, checked)
+
+
+def spec_from_reference(outline: dict) -> dict:
+    """The ``react_spec`` of a reference solution's ``outline``: its component (default export or first export),
+    whether that is the default export, exactly its lowercase JSX elements, and the props it destructures."""
+    name = outline.get("default") or next(iter(outline.get("exports") or []), None)
+    function = (outline.get("functions") or {}).get(name or "") or {}
+    elements = sorted({tag["name"] for tag in outline.get("tags") or [] if tag["name"][:1].islower()})
+    return {
+        "component": name,
+        "default_export": outline.get("default") is not None,
+        "elements": elements,
+        "only_elements": True,
+        "props": list(function.get("props") or []),
+    }

@@ -1,0 +1,111 @@
+"""Requirement checks (``extra_info["react_spec"]``) of reward_models/react_tsx.py: only the component the request
+asked for scores 1. Specs come from the demo corpus's own reference solutions (:func:`spec_from_reference`)."""
+
+import shutil
+
+import pytest
+
+from bot_grpo_verl.rewards import react_tsx as rt
+from bot_grpo_verl.rewards.react_requirements import SPEC_KEY, ReactSpec, spec_from_reference
+from demo.react_corpus import generate_corpus
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node (Node.js >= 18) is not on PATH")
+
+LIST = """interface ShopListProps {
+  items: string[];
+}
+
+export function ShopList({ items }: ShopListProps) {
+  return (
+    <ul>
+      {items.map((item) => (
+        <li key={item}>{item}</li>
+      ))}
+    </ul>
+  );
+}
+"""
+SPEC = {"component": "ShopList", "elements": ["ul", "li"], "only_elements": True, "props": ["items"]}
+
+
+def fenced(code: str) -> str:
+    return f"Here it is:\n```tsx\n{code}```\n"
+
+
+def score(code: str, spec: dict, **options) -> dict:
+    return rt.compute_score("react", fenced(code), None, {SPEC_KEY: spec}, **options)
+
+
+def outline(code: str) -> dict:
+    return rt.shared_checker().check([code], "syntax", False, 20, 30.0, outline=True)[0]["outline"]
+
+
+def test_the_requested_component_meets_its_spec():
+    result = score(LIST, SPEC)
+    assert (result["score"], result["requirements_met"], result["requirements_unmet"]) == (1.0, 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("code", "unmet"),
+    [
+        (LIST.replace("ShopList", "Other"), 2),  # no ShopList (so no props found either)
+        (LIST.replace("<ul>", "<ol>").replace("</ul>", "</ol>"), 2),  # no <ul>, and <ol> not requested
+        (LIST.replace("{ items }: ShopListProps", "props: ShopListProps").replace("items.map", "props.items.map"), 1),
+        ("export function ShopList() { return <div>Hello</div>; }\n", 4),  # a fixed template
+    ],
+    ids=["wrong name", "wrong tag", "prop not destructured", "template"],
+)
+def test_a_component_that_is_not_the_one_asked_for_scores_zero(code, unmet):
+    result = score(code, SPEC)
+    assert result["score"] == 0.0 and result["compiled"] == 1
+    assert (result["requirements_met"], result["requirements_unmet"]) == (0, unmet)
+
+
+def test_violations_with_a_place_are_error_spans():
+    code = LIST.replace("<ul>", "<ol>").replace("</ul>", "</ol>")
+    text = fenced(code)
+    result = rt.compute_score("react", text, None, {SPEC_KEY: SPEC})
+    errors = [text[start:end] for start, end, value in result["spans"] if value < 0]
+    assert errors == ["ol", "ol"]  # the opening and the closing tag's name
+    code = LIST.replace("{ items }: ShopListProps", "{ things }: { things: string[] }").replace(
+        "items.map", "things.map"
+    )
+    text = fenced(code)
+    result = rt.compute_score("react", text, None, {SPEC_KEY: SPEC})
+    assert [text[start:end] for start, end, value in result["spans"] if value < 0] == [
+        "{ things }: { things: string[] }"
+    ]
+
+
+def test_texts_are_read_from_the_render_when_there_is_one():
+    code = 'export default function Hello() { const who = "world"; return <p>Hello, {who}</p>; }\n'
+    spec = {"default_export": True, "texts": ["Hello, world"]}
+    assert score(code, spec)["score"] == 0.0  # not in the code as written
+    assert score(code, spec, render=True, timeout=8.0)["score"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"component": "A", "colour": "red"}, r"unknown keys \['colour'\]"),
+        ({"component": 3}, "react_spec.component must be a non-empty string"),
+        ({"default_export": "yes"}, "react_spec.default_export must be a bool"),
+        ({"elements": "ul"}, "react_spec.elements must be a list of non-empty strings"),
+        ({"props": ["items", 2]}, "react_spec.props must be a list of non-empty strings"),
+        ("ul, li", "must be a dict"),
+    ],
+)
+def test_a_bad_spec_is_refused_naming_the_key(spec, message):
+    with pytest.raises(ValueError, match=message):
+        ReactSpec.from_extra_info({SPEC_KEY: spec})
+
+
+def test_each_demo_reference_meets_its_own_spec_and_other_kinds_do_not():
+    corpus = generate_corpus(24, seed=3)
+    specs = [spec_from_reference(outline(example.code)) for example in corpus]
+    for example, spec in zip(corpus, specs, strict=True):
+        assert spec["component"] == example.name
+        assert score(example.code, spec)["score"] == 1.0, (example.kind, spec)
+    for example, spec in zip(corpus, specs[1:] + specs[:1], strict=True):
+        if spec["component"] != example.name:
+            assert score(example.code, spec)["score"] == 0.0  # another request's answer
