@@ -77,6 +77,14 @@ Bad input. Every response gets a defined result in bounded time, and no response
 - A ``solution_str`` that is not a ``str``: ``TypeError``. A worker that cannot start at all (``node``
   missing, ``npm ci`` not run): :class:`CheckerSetupError`, a broken installation, not a bad sample.
 
+Render and requirements. ``render=True`` renders a compiled response's last block in headless Chromium
+(:mod:`reward_models.react_render`): a blank page, a runtime error (its line marked when its position maps
+back) or a timeout scores 0. A row whose ``extra_info["react_spec"]`` states the request's requirements
+(:mod:`reward_models.react_requirements`) is checked against them: a violation with a place is an error span,
+any violation scores 0. The result then also carries ``rendered``, ``render_blank``, ``render_error``,
+``render_timeout``, ``render_elements`` (with ``render=True``) and ``requirements_met``,
+``requirements_unmet`` (with a spec).
+
 Options (``reward_kwargs``; an unknown name or a bad value raises ``ValueError`` naming it, before any
 check: bools, strings, ``None``, ``inf`` or ``nan`` for a number, a float for an int, anything but the
 listed strings for a choice; numpy scalars are accepted and used as plain Python numbers):
@@ -106,6 +114,8 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
   the worst case is ~10^8 copied characters (~2 s).
 - ``max_diagnostics`` (``int``, default ``20``, > 0): diagnostics the worker sends per block (and that
   get error regions); ``num_diagnostics`` still counts all of them.
+- ``render`` (``bool``, default ``False``): render a compiled response in headless Chromium; it scores 1 only
+  if it shows something (above). Each page may take ``timeout / 2`` seconds.
 """
 
 # No ``from __future__ import annotations``: verl loads this file without registering it in sys.modules,
