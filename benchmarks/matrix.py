@@ -178,9 +178,7 @@ def check_warm_start(summaries: Path, warm_start: str) -> None:
         )
 
 
-def run_summary(
-    out: Path, task_name: str, cell: str, lr: float | None, seed: int, problems, warm_start: str
-) -> dict:
+def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: int, problems, warm_start: str) -> dict:
     """The small, committed record of one finished run: its settings, warm start (:func:`warm_start_sha256`),
     training curves and held-out counts."""
     rows = read_metrics(out / "metrics.jsonl")
@@ -205,9 +203,13 @@ def commit(path: Path, message: str, attempts: int = 10) -> None:
     git = ["git", "-C", str(path.parent)]
     for _ in range(attempts):
         added = subprocess.run([*git, "add", path.name], capture_output=True, text=True)
-        done = added.returncode == 0 and subprocess.run(
-            [*git, "commit", "-q", "-m", message, "--", path.name], capture_output=True, text=True
-        ).returncode == 0
+        done = (
+            added.returncode == 0
+            and subprocess.run(
+                [*git, "commit", "-q", "-m", message, "--", path.name], capture_output=True, text=True
+            ).returncode
+            == 0
+        )
         if done:
             return
         time.sleep(3)

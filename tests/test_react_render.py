@@ -214,3 +214,13 @@ def test_the_render_keys_are_on_every_result_of_a_render_run():
     assert not keys & set(rt.compute_score("react", fenced(OK), None))
     with pytest.raises(ValueError, match="render='yes' must be a bool"):
         rt.compute_score("react", fenced(OK), None, render="yes")
+
+
+def test_nothing_a_component_stores_reaches_the_next_component():
+    writer = "export default function App() { localStorage.setItem('k', 'leak'); sessionStorage.setItem('k', 'leak'); document.cookie = 'k=leak'; (window as any).shared = 'leak'; return <p>w</p>; }"
+    reader = "export default function App() { return <p>{String(localStorage.getItem('k'))} {String(sessionStorage.getItem('k'))} {document.cookie || 'none'} {String((window as any).shared)}</p>; }"
+    renderer = react_render.shared_renderer()
+    for _ in range(3):  # every page of the pool, whichever the reader gets
+        renderer.render([writer] * 4, TIMEOUT)
+        answers = renderer.render([reader] * 4, TIMEOUT)
+        assert {answer["text"] for answer in answers} == {"null null none undefined"}

@@ -20,10 +20,11 @@
 // its position in the code mapped back through the bundle's source map); "timeout": the page did not finish
 // within timeout_ms (an endless loop, a render storm), after which its renderer is killed.
 //
-// Isolation (see docs/bad-input.md): one browser, a fresh incognito context per request; every network
-// request is aborted but the page's own document and bundle (served from memory); navigations away, popups
-// and dialogs are refused or dismissed; the context is closed after each request, and a browser that dies is
-// started again. Chromium runs with its own sandbox off (--no-sandbox: this worker runs as root in CI); the
+// Isolation (see docs/bad-input.md): one browser and a pool of warm pages, each in an incognito context and a
+// site of its own (its own renderer process); every network request is aborted but the page's own document
+// and bundle (served from memory); navigations away, popups and dialogs are refused or dismissed; between two
+// components a page's storage and cookies are cleared and its document replaced; a page that times out or
+// fails is closed (its renderer ends) and replaced, and a browser that dies is started again. Chromium runs with its own sandbox off (--no-sandbox: this worker runs as root in CI); the
 // page has no file access (no file:// URLs are served) and no network.
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -32,11 +33,10 @@ import { fileURLToPath } from "node:url";
 
 const require = createRequire(import.meta.url);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-// Each request gets a site of its own (its own renderer process, under --site-per-process): an endless loop
-// in one page cannot hold another's.
-const origin = (id) => `http://sample-${id}.invalid`;
+// Each page of the pool has a site of its own (its own renderer process, under --site-per-process): an endless
+// loop in one page cannot hold another's.
+const origin = (number) => `http://page-${number}.invalid`;
 const MAX_TEXT = 2000;
-const SETTLE_MS = 50;
 const CHROMIUM_FLAGS = [
   "--headless=new",
   "--no-sandbox",
@@ -181,6 +181,9 @@ function browser() {
       .then((launched) => {
         launched.on("disconnected", () => {
           browserPromise = null;
+          idle.length = 0; // the pool's pages died with the browser
+          slots = 0;
+          generation += 1;
         });
         return launched;
       });
@@ -201,6 +204,71 @@ function within(promise, ms) {
   ]).finally(() => clearTimeout(timer));
 }
 
+// Warm pages, each in an incognito context of its own with a site of its own (its own renderer process): a
+// page is reused for the next component after its storage is cleared, which saves the renderer's start
+// (hundreds of milliseconds on 2 cores); a page that timed out or failed is closed and replaced.
+const POOL_SIZE = 4;
+const idle = [];
+const waiters = [];
+let slots = 0;
+let generation = 0; // the browser's launches: slots of an earlier one are gone
+let slotNumbers = 0; // every slot ever made gets its own site
+
+async function newSlot() {
+  const number = slotNumbers++;
+  const context = await (await browser()).newContext({ javaScriptEnabled: true, acceptDownloads: false });
+  const slot = { context, origin: origin(number), files: {}, navigated: false, page: null, cdp: null, generation };
+  await context.route("**/*", (route) => {
+    const url = new URL(route.request().url());
+    const body = url.origin === slot.origin ? slot.files[url.pathname] : undefined;
+    if (body === undefined || (url.pathname === "/" && route.request().frame().parentFrame() !== null)) {
+      return route.abort("blockedbyclient");
+    }
+    const type = url.pathname === "/" ? "text/html" : "text/javascript";
+    return route.fulfill({ status: 200, contentType: type, body });
+  });
+  context.on("page", (page) => {
+    page.on("dialog", (dialog) => dialog.dismiss().catch(() => {}));
+    if (slot.page !== null && page !== slot.page) page.close().catch(() => {});
+  });
+  slot.page = await context.newPage();
+  slot.cdp = await context.newCDPSession(slot.page);
+  slot.page.on("framenavigated", (frame) => {
+    if (frame === slot.page.mainFrame() && !frame.url().startsWith(`${slot.origin}/?`)) slot.navigated = true;
+  });
+  return slot;
+}
+
+async function acquire() {
+  if (idle.length > 0) return idle.pop();
+  if (slots < POOL_SIZE) {
+    slots += 1;
+    try {
+      return await newSlot();
+    } catch (failure) {
+      slots -= 1;
+      throw failure;
+    }
+  }
+  return new Promise((resolve) => waiters.push(resolve));
+}
+
+function release(slot) {
+  if (slot.generation !== generation) return discard(slot);
+  const waiter = waiters.shift();
+  if (waiter) waiter(slot);
+  else idle.push(slot);
+}
+
+// A slot that cannot be trusted any more (a page that timed out, a failure): its context is closed, which
+// ends its renderer, also one stuck in an endless loop; a waiting request gets a new slot.
+async function discard(slot) {
+  await within(slot.context.close(), 10_000).catch(() => {});
+  if (slot.generation === generation) slots -= 1;
+  const waiter = waiters.shift();
+  if (waiter) acquire().then(waiter, () => waiters.unshift(waiter));
+}
+
 async function render(request) {
   let built;
   try {
@@ -209,49 +277,34 @@ async function render(request) {
     const message = failure.errors && failure.errors[0] ? failure.errors[0].text : String(failure);
     return { status: "bundle_error", elements: 0, text_chars: 0, text: "", tags: [], exception: { message } };
   }
-  const context = await (await browser()).newContext({ javaScriptEnabled: true, acceptDownloads: false });
+  const slot = await acquire();
+  let trusted = false;
   try {
-    context.on("page", (page) => page.on("dialog", (dialog) => dialog.dismiss().catch(() => {})));
-    const ORIGIN = origin(request.id);
-    const files = { "/": PAGE(ORIGIN, request.export), "/vendor.js": VENDOR, "/bundle.js": built.js };
-    await context.route("**/*", (route) => {
-      const url = new URL(route.request().url());
-      const body = url.origin === ORIGIN ? files[url.pathname] : undefined;
-      if (body === undefined || (url.pathname === "/" && route.request().frame().parentFrame() !== null)) {
-        return route.abort("blockedbyclient");
-      }
-      const type = url.pathname === "/" ? "text/html" : "text/javascript";
-      return route.fulfill({ status: 200, contentType: type, body });
-    });
-    const page = await context.newPage();
-    let navigated = false;
-    page.on("framenavigated", (frame) => {
-      if (frame === page.mainFrame() && frame.url() !== `${ORIGIN}/`) navigated = true;
-    });
-    context.on("page", (popup) => {
-      if (popup !== page) popup.close().catch(() => {});
-    });
-    const measured = within(
-      (async () => {
-        await page.goto(`${ORIGIN}/`, { waitUntil: "load" });
-        await page.waitForTimeout(SETTLE_MS);
-        return page.evaluate((maxText) => {
-          const root = document.getElementById("root");
-          const elements = root ? root.querySelectorAll("*") : [];
-          const text = root ? root.innerText || "" : "";
-          const tags = [...new Set([...elements].map((element) => element.tagName.toLowerCase()))];
-          return { elements: elements.length, text: text.slice(0, maxText), text_chars: text.trim().length, tags, errors: window.__errors || [] };
-        }, MAX_TEXT);
-      })(),
-      request.timeout_ms,
-    );
+    const ORIGIN = slot.origin;
+    slot.files = { "/": PAGE(ORIGIN, request.export), "/vendor.js": VENDOR, "/bundle.js": built.js };
+    slot.navigated = false;
+    const page = slot.page;
     let result;
     try {
-      result = await measured;
+      result = await within(
+        (async () => {
+          await page.goto(`${ORIGIN}/?${request.id}`, { waitUntil: "load" });
+          // Effects run after the first paint: wait two frames and a task for them (and what they render).
+          await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 0)))));
+          return page.evaluate((maxText) => {
+            const root = document.getElementById("root");
+            const elements = root ? root.querySelectorAll("*") : [];
+            const text = root ? root.innerText || "" : "";
+            const tags = [...new Set([...elements].map((element) => element.tagName.toLowerCase()))];
+            return { elements: elements.length, text: text.slice(0, maxText), text_chars: text.trim().length, tags, errors: window.__errors || [] };
+          }, MAX_TEXT);
+        })(),
+        request.timeout_ms,
+      );
     } catch {
       return { status: "timeout", elements: 0, text_chars: 0, text: "", tags: [] };
     }
-    if (navigated) result.errors.unshift({ message: "the page navigated away" });
+    if (slot.navigated) result.errors.unshift({ message: "the page navigated away" });
     const answer = { elements: result.elements, text_chars: result.text_chars, text: result.text, tags: result.tags };
     if (result.errors.length > 0) {
       const first = result.errors[0];
@@ -262,10 +315,24 @@ async function render(request) {
       answer.status = result.elements > 0 || result.text_chars > 0 ? "renders" : "blank";
     }
     if (request.screenshot) answer.screenshot = (await within(page.screenshot({ type: "png" }), request.timeout_ms)).toString("base64");
+    // Nothing of this component may reach the next one: its document is replaced by an empty one (which ends
+    // its timers), then its storage and cookies are cleared.
+    slot.files = { "/": "<!doctype html>" };
+    await within(
+      (async () => {
+        await page.goto(`${ORIGIN}/?empty`, { waitUntil: "load" });
+        await Promise.all([
+          slot.cdp.send("Storage.clearDataForOrigin", { origin: ORIGIN, storageTypes: "all" }),
+          slot.context.clearCookies(),
+        ]);
+      })(),
+      request.timeout_ms,
+    );
+    trusted = true;
     return answer;
   } finally {
-    // Closing the context ends its renderer, also one stuck in an endless loop.
-    await within(context.close(), 10_000).catch(() => {});
+    if (trusted) release(slot);
+    else await discard(slot);
   }
 }
 
