@@ -252,6 +252,7 @@ TASKS: dict[str, Task] = {
             ("prm_endpoint", "http://localhost:8000"),
             ("prm_tokenizer", "Qwen/Qwen2.5-Math-PRM-7B"),
             ("prm_endpoint_model", "Qwen/Qwen2.5-Math-PRM-7B"),
+            ("prm_max_tokens", "4096"),  # the PRM's context: vLLM fails a request with a longer input
         ),
         max_prompt_length=1024,
         max_response_length=8192,

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from bot_grpo_verl.options import check_option_values, check_options, options_from_kwargs
 from bot_grpo_verl.rewards.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, Verdict, check_answer, ground_truth_text
 from bot_grpo_verl.rewards.prm import BACKENDS, ScorerSettings, get_scorer
-from bot_grpo_verl.rewards.prm_endpoint import ENDPOINT_APIS
+from bot_grpo_verl.rewards.prm_endpoint import ENDPOINT_APIS, endpoint_problem
 from bot_grpo_verl.rewards.prm_formats import FORMAT_NAMES
 from bot_grpo_verl.rewards.prm_values import AGGREGATIONS, aggregate, clip_value, mix_outcome, to_values
 from bot_grpo_verl.token_rewards import Span, split_steps
@@ -70,16 +70,20 @@ class MathPRMConfig:
             torch dtype name.
         prm_batch_size (`int`, *optional*, defaults to `16`):
             Most responses per PRM call; concurrent verl calls are gathered into batches up to this size.
-        prm_max_tokens (`int`, *optional*, defaults to the local model's `max_position_embeddings`):
+        prm_max_tokens (`int`, *optional*, defaults to the model's context):
             PRM input length cap; steps past it are not scored (their characters get `score`) and
-            `truncated` is 1. No cap for endpoints unless set.
+            `truncated` is 1. Default: the local model's `max_position_embeddings`, or the served model's
+            `max_model_len` (read from the server's `/v1/models` on first use); a value above that is lowered to it.
         prm_step_tag (`str`, *optional*, defaults to the format's tag): text whose tokens follow each step.
         prm_endpoint (`str`, *optional*): base URL of the vLLM server, `http://` or `https://` and a host,
             e.g. `http://prm-host:8000`.
         prm_endpoint_api (`str`, *optional*, defaults to `"pooling"`):
-            `"pooling"` (vLLM's `/pooling`, one row per token or per step tag) or `"classify"` (vLLM's
-            `/classify`, one request item per step prefix).
-        prm_endpoint_model (`str`, *optional*): the `model` field of requests (vLLM's served model name).
+            `"pooling"`: vLLM's `/pooling` (`task: token_classify`; one row per token, or per step tag under
+            STEP pooling). `"classify"` is refused at configuration time: vLLM mounts `/classify` only for
+            sequence classifiers, none of the formats (`reward_models.prm_endpoint.SERVED_ROUTES`); the
+            `"math_shepherd"` format cannot be served at all (use `prm_backend="local"`).
+        prm_endpoint_model (`str`, *optional*): the served model name (vLLM's `--served-model-name`); checked
+            against the server's `/v1/models` on first use. Default: the server's one model.
         prm_timeout_s (`float`, *optional*, defaults to `30.0`): deadline of each HTTP attempt as a whole
             (connect, send, status line, headers, body), in (0, 3600]; a server that trickles bytes is cut
             off at it. A request takes at most `(prm_retries + 1) * prm_timeout_s` plus the backoff waits.
@@ -182,6 +186,11 @@ class MathPRMConfig:
             "answer_timeout_s": 0 < self.answer_timeout_s <= MAX_TIMEOUT_S,
         }
         check_option_values(self, "", choices=choices, ranges=ranges)
+        problem = endpoint_problem(self.prm_format, self.prm_endpoint_api) if self.prm_backend == "endpoint" else None
+        if problem is not None:
+            raise ValueError(
+                f"math_prm: prm_format={self.prm_format!r}, prm_endpoint_api={self.prm_endpoint_api!r}: {problem}"
+            )
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping) -> "MathPRMConfig":

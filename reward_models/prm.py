@@ -8,8 +8,9 @@ and a backend, built once (model loaded) and shared between threads. The parts, 
 - :mod:`reward_models.prm_local`: :class:`~reward_models.prm_local.LocalPRM`, a ``transformers`` model in
   this process (batched, ``torch.no_grad``).
 - :mod:`reward_models.prm_endpoint`: :class:`~reward_models.prm_endpoint.EndpointPRM`, a vLLM server's
-  ``/pooling`` or ``/classify`` API, over the transport of :mod:`reward_models.prm_http` (one deadline per
-  attempt, bounded retries, every failure a :class:`~reward_models.prm_http.PRMEndpointError`).
+  ``/pooling`` API, checked against its ``/v1/models`` on first use, over the transport of
+  :mod:`reward_models.prm_http` (one deadline per attempt, bounded retries, every failure a
+  :class:`~reward_models.prm_http.PRMEndpointError`).
 - :mod:`reward_models.micro_batcher`: concurrent calls gathered into batches for the backend.
 - :mod:`reward_models.prm_values`: the probabilities shaped into step values.
 """
@@ -114,13 +115,8 @@ def _build_scorer(settings: ScorerSettings) -> StepScorer:
         prm = LocalPRM(fmt, settings.model, tokenizer, settings.device, settings.dtype, settings.trust_remote_code)
     else:
         prm = EndpointPRM(
-            fmt,
-            settings.endpoint,
-            settings.endpoint_api,
-            settings.endpoint_model,
-            settings.timeout_s,
-            settings.retries,
-            settings.backoff_s,
+            fmt, settings.endpoint, settings.endpoint_model, settings.timeout_s, settings.retries, settings.backoff_s
         )
-    max_tokens = settings.max_tokens if settings.max_tokens is not None else prm.max_tokens
-    return StepScorer(fmt, tokenizer, prm, max_tokens, settings.batch_size)
+        prm.connect()
+    caps = [cap for cap in (settings.max_tokens, prm.max_tokens) if cap is not None]
+    return StepScorer(fmt, tokenizer, prm, min(caps, default=None), settings.batch_size)

@@ -24,8 +24,21 @@ class PRMEndpointError(RuntimeError):
     """A served PRM did not answer usably; the message names the endpoint."""
 
 
+class PRMRequestRejected(PRMEndpointError):
+    """The server refused the request (an HTTP 4xx that is not retried); ``status`` is the HTTP status."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
 class _RetryableFailure(Exception):
     """One failed HTTP attempt worth retrying; the message says what failed."""
+
+
+def get_json(url: str, timeout_s: float, retries: int, backoff_s: float):
+    """GET ``url`` and return the decoded JSON answer; attempts, retries and errors as :func:`post_json`."""
+    return _with_retries(url, None, timeout_s, retries, backoff_s)
 
 
 def post_json(url: str, body: dict, timeout_s: float, retries: int, backoff_s: float):
@@ -41,21 +54,26 @@ def post_json(url: str, body: dict, timeout_s: float, retries: int, backoff_s: f
     Not retried: other 4xx, redirects, and an answer over :data:`MAX_ANSWER_BYTES`.
 
     Raises:
-        PRMEndpointError: for every failure, naming ``url``, the attempts and the last failure.
+        PRMEndpointError: for every failure, naming ``url``, the attempts and the last failure
+            (:class:`PRMRequestRejected` for a refused request).
     """
-    payload = json.dumps(body).encode()
+    return _with_retries(url, json.dumps(body).encode(), timeout_s, retries, backoff_s)
+
+
+def _with_retries(url: str, payload: bytes | None, timeout_s: float, retries: int, backoff_s: float):
     failure = "no attempt"
     for attempt in range(retries + 1):
         if attempt:
             time.sleep(backoff_s * 2 ** (attempt - 1))
         try:
-            return _post_once(url, payload, timeout_s)
+            return _attempt(url, payload, timeout_s)
         except _RetryableFailure as error:
             failure = str(error)
     raise PRMEndpointError(f"PRM endpoint {url} failed {retries + 1} times (deadline {timeout_s} s each): {failure}")
 
 
-def _post_once(url: str, payload: bytes, timeout_s: float):
+def _attempt(url: str, payload: bytes | None, timeout_s: float):
+    """One attempt: a POST of ``payload`` (a GET when it is None)."""
     parts = urlsplit(url)
     connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     connection = connection_class(parts.hostname, parts.port, timeout=timeout_s)
@@ -67,7 +85,10 @@ def _post_once(url: str, payload: bytes, timeout_s: float):
         connection.connect()
         if not expired.is_set():
             target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            connection.request("POST", target, body=payload, headers={"Content-Type": "application/json"})
+            if payload is None:
+                connection.request("GET", target)
+            else:
+                connection.request("POST", target, body=payload, headers={"Content-Type": "application/json"})
             response = connection.getresponse()
             data = response.read(MAX_ANSWER_BYTES + 1)
     except (OSError, http.client.HTTPException) as error:  # refused, reset, timed out, dropped, not HTTP
@@ -101,7 +122,7 @@ def _decode(url: str, response: http.client.HTTPResponse, data: bytes):
     if not 200 <= response.status < 300:
         location = response.getheader("Location")
         redirect = f" (redirects to {location}: set prm_endpoint to the final URL)" if location else ""
-        raise PRMEndpointError(f"PRM endpoint {url} rejected the request: {detail}{redirect}")
+        raise PRMRequestRejected(f"PRM endpoint {url} rejected the request: {detail}{redirect}", response.status)
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as error:  # not JSON, or nested past the parser's recursion limit

@@ -486,7 +486,7 @@ ENDPOINT_FAILURES = [
 
 
 def endpoint(url: str, retries: int = 1) -> prm_endpoint.EndpointPRM:
-    return prm_endpoint.EndpointPRM(prm_formats.FORMATS["qwen"], url, "pooling", None, 0.5, retries, 0.0)
+    return prm_endpoint.EndpointPRM(prm_formats.FORMATS["qwen"], url, None, 0.5, retries, 0.0)
 
 
 @pytest.mark.parametrize(("respond", "attempts", "message"), ENDPOINT_FAILURES)

@@ -14,12 +14,11 @@ import math
 import socket
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import fake_vllm
 import pytest
 import torch
 from tokenizer_fixtures import byte_level_bpe_model
@@ -234,75 +233,19 @@ def test_micro_batcher_gathers_concurrent_calls_and_spreads_errors():
 # ---------------------------------------------------------------- served backend (vLLM's HTTP API)
 
 
-class FakeVLLM(ThreadingHTTPServer):
-    """vLLM's ``/pooling`` (ALL pooling for classifiers, STEP pooling over [+, -] for causal LMs) and
-    ``/classify`` (LAST pooling), answered from a local model with plain torch."""
-
-    daemon_threads = True
-
-    def __init__(self, directory, fmt, behaviour="ok", delay_s=0.0):
-        from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
-
-        super().__init__(("127.0.0.1", 0), FakeVLLMHandler)
-        tokenizer = AutoTokenizer.from_pretrained(directory)
-        head = AutoModelForCausalLM if fmt.head == "lm_pair" else AutoModelForTokenClassification
-        self.model = head.from_pretrained(directory)
-        self.pair = tokenizer.convert_tokens_to_ids(["+", "-"]) if fmt.head == "lm_pair" else None
-        self.tag_id = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(fmt.step_tag)[-1])
-        self.behaviour, self.delay_s, self.requests = behaviour, delay_s, []
-
-    def answer(self, path, body):
-        rows = []
-        for ids in body["input"]:
-            with torch.no_grad():
-                logits = self.model(torch.tensor([ids])).logits[0]
-            if path == "/classify":
-                rows.append(logits[-1].softmax(-1).tolist())
-            elif self.pair is None:
-                rows.append(logits.softmax(-1).tolist())
-            else:
-                steps = [index for index, token in enumerate(ids) if token == self.tag_id]
-                rows.append(logits[steps][:, self.pair].softmax(-1).tolist())
-        if self.behaviour == "bad_rows":
-            rows = [[[5.0, -3.0] for _ in item] for item in rows]
-        key = "probs" if path == "/classify" else "data"
-        return {"object": "list", "data": [{"index": i, key: row} for i, row in reversed(list(enumerate(rows)))]}
-
-
-class FakeVLLMHandler(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 - http.server's name
-        server = self.server
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        server.requests.append((self.path, body))
-        time.sleep(server.delay_s)
-        if server.behaviour == "bad_request" or (server.behaviour == "fail_once" and len(server.requests) == 1):
-            status = 400 if server.behaviour == "bad_request" else 503
-            payload = {"error": "nope"}
-        else:
-            status, payload = 200, server.answer(self.path, body)
-        data = json.dumps(payload).encode()
-        with contextlib.suppress(OSError):  # the client may have timed out and gone
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 @contextlib.contextmanager
 def served(prm_dirs, prm_format, **kwargs):
-    server = FakeVLLM(model_dir(prm_dirs, prm_format), prm_formats.FORMATS[prm_format], **kwargs)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield server, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    """A :class:`fake_vllm.FakeVLLM` of the format's tiny model, pooled as vLLM pools it (STEP on the step tag
+    for Qwen2.5-Math-PRM, ALL for a token classifier)."""
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    directory = model_dir(prm_dirs, prm_format)
+    fmt = prm_formats.FORMATS[prm_format]
+    pooling = "STEP" if prm_format == "qwen" else "ALL"
+    model = AutoModelForTokenClassification.from_pretrained(directory)
+    server = fake_vllm.FakeVLLM(model, AutoTokenizer.from_pretrained(directory), pooling, fmt.step_tag, **kwargs)
+    with fake_vllm.running(server) as running:
+        yield running
 
 
 def endpoint_config(prm_dirs, prm_format, url, **extra):
@@ -315,33 +258,127 @@ def endpoint_config(prm_dirs, prm_format, url, **extra):
     )
 
 
-@pytest.mark.parametrize(
-    ("prm_format", "api"),
-    [
-        ("qwen", "pooling"),
-        ("math_shepherd", "pooling"),
-        ("pure", "pooling"),
-        ("qwen", "classify"),
-        ("pure", "classify"),
-    ],
-)
-def test_endpoint_matches_local(prm_dirs, prm_format, api):
+def posts(server):
+    return [(path, body) for method, path, body in server.requests if method == "POST"]
+
+
+@pytest.mark.parametrize("prm_format", ["qwen", "pure"])
+def test_endpoint_matches_local(prm_dirs, prm_format):
     local = config(prm_dirs, prm_format).scorer().probabilities(QUESTION, STEPS)
     with served(prm_dirs, prm_format) as (server, url):
-        scorer = endpoint_config(prm_dirs, prm_format, url, prm_endpoint_api=api, prm_endpoint_model="tiny").scorer()
+        scorer = endpoint_config(prm_dirs, prm_format, url, prm_endpoint_model="tiny").scorer()
         assert scorer.probabilities(QUESTION, STEPS) == pytest.approx(local, abs=1e-5)
-    path, body = server.requests[0]
-    assert path == f"/{api}" and body["model"] == "tiny"
-    assert len(server.requests) == 1 and len(body["input"]) == (1 if api == "pooling" else len(STEPS))
+    assert server.requests[0][:2] == ("GET", "/v1/models")  # the start-up check comes first
+    [(path, body)] = posts(server)
+    assert path == "/pooling" and body["model"] == "tiny" and body["task"] == "token_classify"
+
+
+def test_a_literal_step_tag_in_the_text_adds_a_row_that_is_skipped(prm_dirs):
+    steps = ["Step 1: <extra_0> is only text here.", *STEPS[1:]]
+    local = config(prm_dirs).scorer().probabilities(QUESTION + " <extra_0>", steps)
+    with served(prm_dirs, "qwen") as (server, url):
+        scorer = endpoint_config(prm_dirs, "qwen", url).scorer()
+        assert scorer.probabilities(QUESTION + " <extra_0>", steps) == pytest.approx(local, abs=1e-5)
+
+
+def test_inputs_are_cut_to_the_servers_context_and_a_long_one_sinks_no_batch(prm_dirs):
+    from transformers import AutoTokenizer
+
+    long_steps = [f"Step {k}: " + "1/4 + 1/4 = 2/4 " * 12 for k in range(8)]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir(prm_dirs, "qwen"))
+    ids, _ = prm_formats.encode_steps(tokenizer, prm_formats.FORMATS["qwen"], QUESTION, long_steps, None)
+    context = 300  # below the tiny model's 512 positions, so the local backend cuts at the same place
+    assert len(ids) > context
+    local = config(prm_dirs, prm_max_tokens=context).scorer()
+    expected_long = local.probabilities(QUESTION, long_steps)
+    expected_short = local.probabilities(QUESTION, STEPS)
+    assert 0 < len(expected_long) < len(long_steps)  # the cut drops steps, as the local backend does
+    with served(prm_dirs, "qwen", max_model_len=context) as (server, url):
+        scorer = endpoint_config(prm_dirs, "qwen", url).scorer()  # no prm_max_tokens: learned from /v1/models
+        assert scorer.max_tokens == context
+        with ThreadPoolExecutor(2) as pool:
+            long, short = pool.map(lambda steps: scorer.probabilities(QUESTION, steps), [long_steps, STEPS])
+    assert long == pytest.approx(expected_long, abs=1e-5) and short == pytest.approx(expected_short, abs=1e-5)
+    assert all(len(ids) <= context for _, body in posts(server) for ids in body["input"])
+    result = math_prm.compute_score(
+        "m",
+        "\n\n".join(long_steps) + "\n\n\\boxed{1}",
+        "1",
+        {"question": QUESTION},
+        **{**options(prm_dirs, prm_max_tokens=context)},
+    )
+    assert result["truncated"] == 1.0
+
+
+def test_a_refused_batch_is_retried_one_input_at_a_time(prm_dirs, monkeypatch):
+    backend = prm_endpoint.EndpointPRM(prm_formats.FORMATS["pure"], "http://unused", None, 1.0, 0, 0.0)
+    sent = []
+
+    def post(url, body, *args):
+        sent.append(len(body["input"]))
+        if len(body["input"]) > 1 or body["input"][0] == [9, 9, 9]:
+            raise prm_http.PRMRequestRejected(f"PRM endpoint {url} rejected the request: HTTP 400 too long", 400)
+        return {"data": [{"index": 0, "data": [[0.2, 0.8]] * len(body["input"][0])}]}
+
+    monkeypatch.setattr(prm_endpoint, "post_json", post)
+    assert backend.probabilities([[1, 2], [3, 4, 5]], [[1], [2]]) == [[0.8], [0.8]]
+    assert sent == [2, 1, 1]
+    with pytest.raises(prm_http.PRMRequestRejected, match="HTTP 400"):
+        backend.probabilities([[1, 2], [9, 9, 9]], [[1], [2]])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"prm_endpoint_model": "Qwen/Qwen2.5-Math-PRM-7B"}, r"serves \['tiny'\], not 'Qwen/Qwen2.5-Math-PRM-7B'"),
+    ],
+)
+def test_the_start_up_check_names_the_url_and_the_served_models(prm_dirs, extra, message):
+    with served(prm_dirs, "qwen") as (server, url):
+        with pytest.raises(prm_http.PRMEndpointError, match=rf"PRM endpoint {url} {message}"):
+            endpoint_config(prm_dirs, "qwen", url, **extra).scorer()
+        assert posts(server) == []  # nothing scored against the wrong model
+
+
+@pytest.mark.parametrize(
+    ("prm_format", "api", "message"),
+    [
+        ("qwen", "classify", "token classification on /pooling only; /classify exists only for sequence classifiers"),
+        ("pure", "classify", "/classify exists only for sequence classifiers"),
+        (
+            "math_shepherd",
+            "pooling",
+            r"vLLM cannot serve the 'math_shepherd' PRM format's \+/- logits.*prm_backend=local",
+        ),
+    ],
+)
+def test_routes_vllm_does_not_have_are_refused_at_configuration(prm_format, api, message):
+    with pytest.raises(ValueError, match=message):
+        math_prm.MathPRMConfig(
+            prm_format=prm_format, prm_backend="endpoint", prm_endpoint="http://h:8000", prm_endpoint_api=api
+        )
+
+
+def test_the_fake_answers_like_vllm(prm_dirs):
+    with served(prm_dirs, "qwen", max_model_len=8) as (server, url):
+        classify = prm_http.PRMRequestRejected
+        with pytest.raises(classify, match=r'HTTP 404 \{"detail": "Not Found"\}'):
+            prm_http.post_json(f"{url}/classify", {"input": [[1, 2]]}, 5.0, 0, 0.0)
+        with pytest.raises(classify, match=r"HTTP 404 .*The model `other` does not exist.*NotFoundError"):
+            prm_http.post_json(f"{url}/pooling", {"model": "other", "input": [[1, 2]]}, 5.0, 0, 0.0)
+        with pytest.raises(classify, match=r"HTTP 400 .*Unsupported task: 'embed'.*\"param\": \"task\""):
+            prm_http.post_json(f"{url}/pooling", {"input": [[1, 2]], "task": "embed"}, 5.0, 0, 0.0)
+        with pytest.raises(classify, match=r"HTTP 400 .*maximum context length is 8 tokens.*input_tokens"):
+            prm_http.post_json(f"{url}/pooling", {"input": [[1, 2], list(range(9))]}, 5.0, 0, 0.0)
+        models = prm_http.get_json(f"{url}/v1/models", 5.0, 0, 0.0)
+        assert models["data"][0]["id"] == "tiny" and models["data"][0]["max_model_len"] == 8
 
 
 def test_endpoint_down_is_retried_then_named():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    backend = prm_endpoint.EndpointPRM(
-        prm_formats.FORMATS["qwen"], f"http://127.0.0.1:{port}", "pooling", None, 1.0, 2, 0.01
-    )
+    backend = prm_endpoint.EndpointPRM(prm_formats.FORMATS["qwen"], f"http://127.0.0.1:{port}", None, 1.0, 2, 0.01)
     started = time.monotonic()
     with pytest.raises(prm_http.PRMEndpointError, match=rf"http://127\.0\.0\.1:{port}/pooling failed 3 times"):
         backend.probabilities([[1, 2, 3]], [[2]])
@@ -350,23 +387,18 @@ def test_endpoint_down_is_retried_then_named():
 
 def test_slow_endpoint_times_out_within_bounds(prm_dirs):
     with served(prm_dirs, "qwen", delay_s=1.0) as (server, url):
-        scorer = endpoint_config(prm_dirs, "qwen", url, prm_timeout_s=0.2, prm_retries=1).scorer()
         started = time.monotonic()
-        with pytest.raises(prm_http.PRMEndpointError, match=rf"{url}/pooling failed 2 times .*(timed out|deadline)"):
-            scorer.probabilities(QUESTION, STEPS)
+        with pytest.raises(prm_http.PRMEndpointError, match=rf"{url}/v1/models failed 2 times .*(timed out|deadline)"):
+            endpoint_config(prm_dirs, "qwen", url, prm_timeout_s=0.2, prm_retries=1).scorer()
         assert time.monotonic() - started < 1.5
         assert len(server.requests) == 2
 
 
-def test_endpoint_5xx_is_retried_4xx_is_not_bad_rows_are_refused(prm_dirs):
+def test_endpoint_5xx_is_retried_bad_rows_are_refused(prm_dirs):
     local = config(prm_dirs).scorer().probabilities(QUESTION, STEPS)
     with served(prm_dirs, "qwen", behaviour="fail_once") as (server, url):
         assert endpoint_config(prm_dirs, "qwen", url).scorer().probabilities(QUESTION, STEPS) == pytest.approx(local)
-        assert len(server.requests) == 2
-    with served(prm_dirs, "qwen", behaviour="bad_request") as (server, url):
-        with pytest.raises(prm_http.PRMEndpointError, match=rf"{url}/pooling rejected the request: HTTP 400"):
-            endpoint_config(prm_dirs, "qwen", url).scorer().probabilities(QUESTION, STEPS)
-        assert len(server.requests) == 1
+        assert len(posts(server)) == 2
     with (
         served(prm_dirs, "qwen", behaviour="bad_rows") as (server, url),
         pytest.raises(prm_http.PRMEndpointError, match="not a probability distribution"),

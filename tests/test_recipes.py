@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 from conftest import verl_config
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
@@ -309,7 +310,8 @@ def test_verl_loads_the_recipes_reward_functions_and_they_accept_the_options(com
 
     token = get_custom_reward_fn(composed(*recipe(task, FIRST_MODEL, "bot_grpo")))
     options = dict(token.args[1])
-    assert token.args[0].__name__ == "compute_score" and options == dict(algorithms.TASKS[task].reward_options)
+    as_hydra_reads_them = {key: yaml.safe_load(value) for key, value in algorithms.TASKS[task].reward_options}
+    assert token.args[0].__name__ == "compute_score" and options == as_hydra_reads_them
     outcome = get_custom_reward_fn(composed(*recipe(task, FIRST_MODEL, "gspo")))
     assert outcome.args[1] == {"token_reward_path": str(ROOT / algorithms.TASKS[task].reward_path), **options}
     module = load_module(str(ROOT / algorithms.TASKS[task].reward_path))
