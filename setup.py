@@ -49,6 +49,8 @@ setup(
         "uvicorn",
         # reward_models/math_prm.py: the final answer is checked with math-verify (antlr 4.9.3, as hydra pins).
         "math-verify[antlr4-9-3]>=0.9,<1",
+        # reward_models/react_judge.py: the judge endpoint's HTTP client.
+        "httpx>=0.27",
     ],
     extras_require={
         # build, twine and setuptools: tests/test_wheel.py builds and checks the distribution without isolation.

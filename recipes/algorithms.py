@@ -229,7 +229,8 @@ TASKS: dict[str, Task] = {
     "react": Task(
         data_dir="data/react",
         reward_path="reward_models/react_tsx.py",
-        reward_options=(("level", "types"),),
+        # compile (types), then render in headless Chromium; a judge is optional (judge_endpoint, judge_model)
+        reward_options=(("level", "types"), ("render", "true")),
         max_prompt_length=1024,
         max_response_length=2048,
         train_batch_size=128,

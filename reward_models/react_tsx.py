@@ -116,10 +116,17 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
   get error regions); ``num_diagnostics`` still counts all of them.
 - ``render`` (``bool``, default ``False``): render a compiled response in headless Chromium; it scores 1 only
   if it shows something (above). Each page may take ``timeout / 2`` seconds.
+- ``judge_endpoint`` (``str``, default ``""``: off), ``judge_model`` (``str``), ``judge_weight`` (``float``, default
+  ``0.5``, in ``[0, 1]``), ``judge_samples`` (``int``, default ``1``), ``judge_request_key`` (``str``, default
+  ``"instruction"``): with an OpenAI-compatible endpoint, a response that compiles, renders (``render=True`` is
+  required) and meets its spec is judged against ``extra_info[judge_request_key]``
+  (:mod:`reward_models.react_judge`): its score is ``(1 - w) + w * mean(judgments)``; ``judged``, ``judge_score``
+  and ``judge_spread`` (max - min of the judgments: the judge's noise) are logged.
 """
 
 # No ``from __future__ import annotations``: verl loads this file without registering it in sys.modules,
 # and dataclasses cannot resolve string annotations there.
+import asyncio
 import bisect
 import functools
 import itertools
@@ -127,12 +134,14 @@ import logging
 import math
 import numbers
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from bot_grpo_verl.options import options_from_kwargs
 from bot_grpo_verl.rewards.node_worker import CheckerError, CheckerSetupError, WorkerClient, shared  # noqa: F401  (the errors are this reward's API)
-from bot_grpo_verl.rewards.react_render import render_flags, shared_renderer
+from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
+from bot_grpo_verl.rewards.react_render import render_flags, screenshot_png, shared_renderer
 from bot_grpo_verl.rewards.react_requirements import ReactSpec, check_requirements
 
 logger = logging.getLogger(__name__)
@@ -166,6 +175,11 @@ class Options:
     max_line_chars: int = 2_000
     max_diagnostics: int = 20
     render: bool = False
+    judge_endpoint: str = ""
+    judge_model: str = ""
+    judge_weight: float = 0.5
+    judge_samples: int = 1
+    judge_request_key: str = "instruction"
 
 
 def _check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -205,6 +219,13 @@ def parse_options(kwargs: dict) -> Options:
     _check_positive_int("max_diagnostics", options.max_diagnostics)
     if not isinstance(options.render, bool):
         raise ValueError(f"render={options.render!r} must be a bool")
+    _check_number("judge_weight", options.judge_weight, 0.0, 1.0)
+    _check_positive_int("judge_samples", options.judge_samples)
+    if options.judge_endpoint and not (options.render and options.judge_model):
+        raise ValueError(
+            "judge_endpoint needs render=True (the judge scores only components that compile and render) and "
+            "judge_model (the served model name)"
+        )
     # Plain Python values: numpy scalars pass the checks, and the worker's requests are JSON.
     return Options(**{field.name: field.type(getattr(options, field.name)) for field in fields(Options)})
 
@@ -585,25 +606,66 @@ def unchecked(blocks, result: dict, spec, options: Options) -> dict:
     return result if spec is None else {**result, "requirements_met": 0, "requirements_unmet": 0}
 
 
+_judges: dict[tuple[str, str], JudgeClient] = {}
+_judges_lock = threading.Lock()
+
+
+def judge_for(options: Options) -> JudgeClient | None:
+    """The process's judge client for the options' endpoint and model (None without an endpoint; said once)."""
+    if not options.judge_endpoint:
+        if options.render and not _judges:
+            _judges[("", "")] = None  # log the line once per process
+            logger.warning("react_tsx: no judge_endpoint: the judge is off (compile, render and requirements only)")
+        return None
+    key = (options.judge_endpoint, options.judge_model)
+    with _judges_lock:
+        if _judges.get(key) is None:
+            _judges[key] = JudgeClient(
+                JudgeConfig(options.judge_endpoint, options.judge_model, timeout_s=options.timeout)
+            )
+        return _judges[key]
+
+
+def with_judge(result: dict, extra_info, code: str | None, screenshot: bytes | None, options: Options) -> dict:
+    """``result`` with the judge's score mixed in (``judge_endpoint`` set): only a response that scores 1 (it
+    compiles, renders and meets its spec) is judged, ``judge_samples`` times; its score becomes ``(1 - w) + w *
+    mean`` with ``w = judge_weight``, and ``judge_spread`` (max - min of the judgments) logs the judge's noise."""
+    judge = judge_for(options)
+    if judge is None:
+        return result
+    result = {**result, "judged": 0, "judge_score": 0.0, "judge_spread": 0.0}
+    if result["score"] != 1.0:
+        return result
+    request = (extra_info or {}).get(options.judge_request_key)
+    if not isinstance(request, str) or not request:
+        raise ValueError(f"the judge needs the request in extra_info[{options.judge_request_key!r}], got {request!r}")
+    scores = [judge.score(request, code, screenshot, sample) for sample in range(options.judge_samples)]
+    mean = sum(scores) / len(scores)
+    score = (1 - options.judge_weight) + options.judge_weight * mean
+    return {**result, "score": score, "judged": 1, "judge_score": mean, "judge_spread": max(scores) - min(scores)}
+
+
 def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
     """The TSX compile reward of ``solution_str`` (a dict, see the module docstring); thread-safe."""
     options = parse_options(kwargs)
     spec = ReactSpec.from_extra_info(extra_info)
     blocks, final = precheck(solution_str, options)
     if final is not None:
-        return unchecked(blocks, final, spec, options)
+        return with_judge(unchecked(blocks, final, spec, options), extra_info, None, None, options)
     codes, *settings = _request_args(solution_str, blocks, options, spec)
     try:
         answers = shared_checker().check(codes, *settings)
     except CheckerError:
-        return unchecked(blocks, _result(num_blocks=len(blocks), checker_error=1), spec, options)
+        result = unchecked(blocks, _result(num_blocks=len(blocks), checker_error=1), spec, options)
+        return with_judge(result, extra_info, None, None, options)
     render_answer = None
     if options.render and all(answer["ok"] for answer in answers):
         try:
-            render_answer = shared_renderer().render([codes[-1]], options.timeout)[0]
+            render_answer = shared_renderer().render([codes[-1]], options.timeout, bool(options.judge_endpoint))[0]
         except CheckerError:
             render_answer = {"status": "bundle_error", "elements": 0}
-    return finish(solution_str, blocks, answers, render_answer, spec, options)
+    result = finish(solution_str, blocks, answers, render_answer, spec, options)
+    return with_judge(result, extra_info, codes[-1], render_answer and screenshot_png(render_answer), options)
 
 
 async def compute_score_async(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
@@ -612,17 +674,25 @@ async def compute_score_async(data_source, solution_str: str, ground_truth=None,
     options = parse_options(kwargs)
     spec = ReactSpec.from_extra_info(extra_info)
     blocks, final = precheck(solution_str, options)
+    judged = functools.partial(with_judge, extra_info=extra_info, options=options)
+    loop = asyncio.get_running_loop()
     if final is not None:
-        return unchecked(blocks, final, spec, options)
+        return await loop.run_in_executor(
+            None, lambda: judged(unchecked(blocks, final, spec, options), code=None, screenshot=None)
+        )
     codes, *settings = _request_args(solution_str, blocks, options, spec)
     try:
         answers = await shared_checker().check_async(codes, *settings)
     except CheckerError:
-        return unchecked(blocks, _result(num_blocks=len(blocks), checker_error=1), spec, options)
+        result = unchecked(blocks, _result(num_blocks=len(blocks), checker_error=1), spec, options)
+        return await loop.run_in_executor(None, lambda: judged(result, code=None, screenshot=None))
     render_answer = None
     if options.render and all(answer["ok"] for answer in answers):
         try:
-            render_answer = (await shared_renderer().render_async([codes[-1]], options.timeout))[0]
+            render = shared_renderer().render_async([codes[-1]], options.timeout, bool(options.judge_endpoint))
+            render_answer = (await render)[0]
         except CheckerError:
             render_answer = {"status": "bundle_error", "elements": 0}
-    return finish(solution_str, blocks, answers, render_answer, spec, options)
+    result = finish(solution_str, blocks, answers, render_answer, spec, options)
+    screenshot = render_answer and screenshot_png(render_answer)
+    return await loop.run_in_executor(None, lambda: judged(result, code=codes[-1], screenshot=screenshot))

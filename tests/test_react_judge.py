@@ -160,3 +160,39 @@ def test_requests_in_flight_stay_within_the_concurrency_limit():
         for thread in threads:
             thread.join()
         assert len(server.bodies) == 8 and server.most_in_flight == 2
+
+
+def test_the_composed_reward_judges_only_responses_that_compile_render_and_meet_their_spec():
+    import shutil
+
+    if shutil.which("node") is None:
+        pytest.fail("the composed reward needs node and Chromium (make setup)")
+    from bot_grpo_verl.rewards import react_tsx as rt
+
+    good = "Here:\n```tsx\nexport default function App() { return <ul><li>a</li></ul>; }\n```\n"
+    blank = "Here:\n```tsx\nexport default function App() { return null; }\n```\n"
+    replies = iter(["SCORE: 4", "SCORE: 8"] * 10)
+    with judge(reply=lambda prompt: next(replies)) as (client, server):
+        options = {
+            "render": True,
+            "timeout": 10.0,
+            "judge_endpoint": client.config.endpoint,
+            "judge_model": "judge",
+            "judge_weight": 0.5,
+            "judge_samples": 2,
+        }
+        info = {"instruction": "a list with one item"}
+        result = rt.compute_score("react", good, None, info, **options)
+        assert (result["judged"], result["judge_score"], result["judge_spread"]) == (
+            1,
+            pytest.approx(0.6),
+            pytest.approx(0.4),
+        )
+        assert result["score"] == pytest.approx(0.8) and len(server.bodies) == 2
+        assert "a list with one item" in server.bodies[0]["messages"][0]["content"][0]["text"]  # with its screenshot
+        failing = rt.compute_score("react", blank, None, info, **options)
+        assert (failing["score"], failing["judged"]) == (0.0, 0) and len(server.bodies) == 2  # never judged
+        with pytest.raises(ValueError, match=r"the judge needs the request in extra_info\['instruction'\]"):
+            rt.compute_score("react", good, None, {}, **options)
+    with pytest.raises(ValueError, match="judge_endpoint needs render=True"):
+        rt.compute_score("react", good, None, info, judge_endpoint="http://h/v1", judge_model="m")
