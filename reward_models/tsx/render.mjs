@@ -13,7 +13,8 @@
 // or {"id": int, "error": str} when the checker itself fails on that request.
 //
 // The component: the module's default export, else the export named "export", else its first exported
-// function. It is rendered with React 19 (react-dom/client) into an empty page; the result is read after the
+// function. It is rendered with React 19 (react-dom/client) into an empty page, every prop it reads an empty
+// array (its empty state); the result is read after the
 // render and its effects settle. "renders": it put at least one element or visible character on the page and
 // raised no error; "blank": nothing visible (null, an empty fragment, empty elements); "runtime_error": a
 // throw while rendering or in an effect, an unhandled rejection or an error event (the first one is reported,
@@ -102,8 +103,13 @@ if (typeof Component !== "function" && !(Component && typeof Component === "obje
     onUncaughtError: (error) => errors.push(describe(error)),
     onCaughtError: (error) => errors.push(describe(error)),
   });
+  // Props the request did not give: every prop the component reads is an empty array, which renders nothing,
+  // maps to nothing and has a length of 0 (the component's empty state) instead of crashing on undefined.
+  const props = new Proxy({}, { get: (target, key) => (typeof key === "string" && key !== "then" ? [] : undefined) });
+  const isClass = typeof Component === "function" && Component.prototype && Component.prototype.isReactComponent;
+  const Harness = typeof Component === "function" && !isClass ? () => Component(props) : () => JSXRuntime.jsx(Component, {});
   try {
-    ReactDOM.flushSync(() => root.render(JSXRuntime.jsx(Component, {})));
+    ReactDOM.flushSync(() => root.render(JSXRuntime.jsx(Harness, {})));
   } catch (error) {
     errors.push(describe(error));
   }

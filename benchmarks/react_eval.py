@@ -1,0 +1,179 @@
+"""React evaluation as the paper reports it: compile rate, render rate, compiles-as-asked and the pairwise win rate.
+
+Takes two runs' validation dumps (verl's ``trainer.validation_data_dir`` JSONL: ``input``, ``output``, ``gts``; the
+same prompts, the same number of samples each) and scores every sample with the project's React reward:
+
+- **compile rate**: ``reward_models/react_tsx.py`` at ``level`` (default ``syntax``) marks it compiled;
+- **render rate**: it compiles and renders something in headless Chromium (``render=True``);
+- **compiles as asked**: it renders and meets the spec of the reference solution in ``gts``
+  (``reward_models/react_requirements.spec_from_reference``: the requested component, its props, exactly its
+  elements);
+- **win rate of A over B**: sample k of A against sample k of B for every prompt. A response that reaches a
+  higher level (compiles < renders < as asked) wins; between two that render, a judge decides when one is given
+  (``--judge-endpoint``, ``--judge-model``: any OpenAI-compatible endpoint comparing their screenshots, both
+  orders), else the levels do (a tie is 0.5). Without an endpoint this is the deterministic spec-based stand-in.
+
+Every rate has a 95% bootstrap interval over prompts (samples of a prompt stay together). Writes JSON and a PNG.
+
+    python -m benchmarks.react_eval A/validation/60.jsonl B/validation/60.jsonl --names grpo,bot_grpo \\
+        --out benchmarks/results/react_eval.json
+"""
+
+import argparse
+import concurrent.futures
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from bot_grpo_verl.rewards import react_tsx
+from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
+from bot_grpo_verl.rewards.react_render import screenshot_png
+from bot_grpo_verl.rewards.react_requirements import SPEC_KEY, spec_from_reference
+
+LEVELS = ("fails", "compiles", "renders", "as asked")
+
+
+def read_dump(path: Path) -> dict[str, list[dict]]:
+    """The samples of a validation dump, grouped by prompt in file order."""
+    samples = defaultdict(list)
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            row = json.loads(line)
+            if not {"input", "output", "gts"} <= set(row):
+                raise ValueError(f"{path}:{number}: a validation sample needs input, output and gts")
+            samples[row["input"]].append(row)
+    return dict(samples)
+
+
+def reference_spec(reference: str) -> dict:
+    """The requirement spec of a reference solution (its outline from the TSX worker)."""
+    answer = react_tsx.shared_checker().check([reference], "syntax", False, 20, 60.0, outline=True)[0]
+    if not answer["ok"] or answer.get("outline") is None:
+        raise ValueError(f"the reference solution does not compile: {reference[:120]!r}")
+    return spec_from_reference(answer["outline"])
+
+
+def level_of(sample: dict, spec: dict, level: str, screenshots: bool) -> tuple[int, bytes | None]:
+    """The sample's level (an index of :data:`LEVELS`) and its screenshot (when it renders and one is wanted)."""
+    result = react_tsx.compute_score("eval", sample["output"], None, {SPEC_KEY: spec}, level=level, render=True)
+    if not result["compiled"]:
+        return 0, None
+    if not result["rendered"]:
+        return 1, None
+    screenshot = None
+    if screenshots:
+        start, end = react_tsx.extract_blocks(sample["output"])[-1]
+        answer = react_tsx.shared_renderer().render([sample["output"][start:end]], 30.0, screenshot=True)[0]
+        screenshot = screenshot_png(answer)
+    return (3 if result["requirements_met"] else 2), screenshot
+
+
+def win(a: tuple[int, bytes | None], b: tuple[int, bytes | None], request: str, judge: JudgeClient | None) -> float:
+    """A's win against B: the higher level, or between two rendered components the judge (both orders)."""
+    if a[0] != b[0] or a[0] < 2 or judge is None or a[1] is None or b[1] is None:
+        return 1.0 if a[0] > b[0] else 0.0 if a[0] < b[0] else 0.5
+    return judge.compare(request, a[1], b[1])
+
+
+def interval(per_prompt: np.ndarray, draws: int = 2000, seed: int = 0) -> list[float]:
+    """Mean and 95% percentile bootstrap interval of per-prompt values (prompts resampled)."""
+    rng = np.random.default_rng(seed)
+    means = per_prompt[rng.integers(0, len(per_prompt), (draws, len(per_prompt)))].mean(axis=1)
+    return [float(per_prompt.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
+
+
+def evaluate(a_path: Path, b_path: Path, level: str = "syntax", judge: JudgeClient | None = None, threads: int = 8):
+    """The rates of both dumps and A's win rate, each ``[mean, low, high]``."""
+    a, b = read_dump(a_path), read_dump(b_path)
+    if set(a) != set(b) or any(len(a[prompt]) != len(b[prompt]) for prompt in a):
+        raise ValueError(f"{a_path} and {b_path} must hold the same prompts with as many samples each")
+    prompts = sorted(a)
+    specs = {prompt: reference_spec(a[prompt][0]["gts"]) for prompt in prompts}
+    jobs = [(dump, prompt, k) for dump in (a, b) for prompt in prompts for k in range(len(a[prompt]))]
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        levels = dict(
+            zip(
+                [(id(dump), prompt, k) for dump, prompt, k in jobs],
+                pool.map(lambda job: level_of(job[0][job[1]][job[2]], specs[job[1]], level, judge is not None), jobs),
+                strict=True,
+            )
+        )
+    rates = {}
+    for name, dump in (("a", a), ("b", b)):
+        per_prompt = np.array([[levels[(id(dump), p, k)][0] for k in range(len(dump[p]))] for p in prompts])
+        rates[name] = {
+            "compile_rate": interval((per_prompt >= 1).mean(axis=1)),
+            "render_rate": interval((per_prompt >= 2).mean(axis=1)),
+            "as_asked_rate": interval((per_prompt >= 3).mean(axis=1)),
+        }
+    wins = np.array(
+        [
+            np.mean([win(levels[(id(a), p, k)], levels[(id(b), p, k)], p, judge) for k in range(len(a[p]))])
+            for p in prompts
+        ]
+    )
+    return {
+        "prompts": len(prompts),
+        "samples_per_prompt": len(a[prompts[0]]),
+        **rates,
+        "win_rate_a_over_b": interval(wins),
+    }
+
+
+def plot(result: dict, names: tuple[str, str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = ("compile_rate", "render_rate", "as_asked_rate")
+    figure, (rates, wins) = plt.subplots(1, 2, figsize=(9, 3.2), gridspec_kw={"width_ratios": [3, 1]})
+    for offset, (key, name) in zip((-0.2, 0.2), (("a", names[0]), ("b", names[1])), strict=True):
+        values = np.array([result[key][metric] for metric in metrics])
+        errors = [values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]]
+        rates.bar(np.arange(3) + offset, values[:, 0], 0.4, yerr=errors, capsize=3, label=name)
+    rates.set_xticks(range(3), ["compiles", "renders", "as asked"])
+    rates.set_ylim(0, 1)
+    rates.legend()
+    rates.set_title("held-out rates, 95% intervals over prompts")
+    mean, low, high = result["win_rate_a_over_b"]
+    wins.bar([0], [mean], yerr=[[mean - low], [high - mean]], capsize=3, color="#55a868")
+    wins.axhline(0.5, color="gray", linestyle="--")
+    wins.set_xticks([0], [f"{names[0]} over {names[1]}"])
+    wins.set_ylim(0, 1)
+    wins.set_title(f"win rate ({result['judge']})")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a", type=Path, help="validation dump of run A")
+    parser.add_argument("b", type=Path, help="validation dump of run B")
+    parser.add_argument("--names", default="A,B", help="the two runs' names, comma-separated")
+    parser.add_argument("--level", default="syntax", choices=react_tsx.LEVELS)
+    parser.add_argument("--judge-endpoint", default="", help="an OpenAI-compatible endpoint (default: spec stand-in)")
+    parser.add_argument("--judge-model", default="")
+    parser.add_argument("--out", type=Path, default=Path("react_eval.json"))
+    args = parser.parse_args(argv)
+    names = tuple(args.names.split(","))
+    judge = JudgeClient(JudgeConfig(args.judge_endpoint, args.judge_model)) if args.judge_endpoint else None
+    result = evaluate(args.a, args.b, args.level, judge)
+    result.update(names=list(names), judge=args.judge_model or "spec stand-in", a_path=str(args.a), b_path=str(args.b))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, names, args.out.with_suffix(".png"))
+    for key, name in (("a", names[0]), ("b", names[1])):
+        rates = ", ".join(f"{metric} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for metric, v in result[key].items())
+        print(f"{name}: {rates}")
+    mean, low, high = result["win_rate_a_over_b"]
+    print(f"win rate of {names[0]} over {names[1]} ({result['judge']}): {mean:.3f} [{low:.3f}, {high:.3f}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
