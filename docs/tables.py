@@ -185,8 +185,9 @@ def estimator_speed_table(path: Path) -> str:
         f"groups of {result['group_size']}.",
         "",
         "| batch x response length | bot_grpo, outcome rewards (ms) | bot_grpo, dense rewards (ms) "
-        "| verl grpo (ms) | bot_grpo / verl grpo, outcome: median (range) | dense: median (range) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| verl grpo (ms) | verl grpo_vectorized (ms) | bot_grpo / verl grpo, outcome: median (range) "
+        "| dense: median (range) | bot_grpo / verl grpo_vectorized, outcome: median (range) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for shape in result["summary"]:
         times = shape["median_ms"]
@@ -194,7 +195,9 @@ def estimator_speed_table(path: Path) -> str:
             f"| {shape['batch']} x {shape['response_length']} "
             f"| {milliseconds(times['bot_grpo (outcome rewards)'])} "
             f"| {milliseconds(times['bot_grpo (dense rewards)'])} | {milliseconds(times['verl grpo'])} "
-            f"| {ratio(shape['ratio_ours_outcome_to_grpo'])} | {ratio(shape['ratio_ours_dense_to_grpo'])} |"
+            f"| {milliseconds(times['verl grpo_vectorized'])} "
+            f"| {ratio(shape['ratio_ours_outcome_to_grpo'])} | {ratio(shape['ratio_ours_dense_to_grpo'])} "
+            f"| {ratio(shape['ratio_ours_outcome_to_grpo_vectorized'])} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -14,7 +14,7 @@ the answer step's characters carry the outcome (1 or 0, also the score). Every o
 characters get ``+step_value`` if ``c`` is right, ``-step_value`` if it is wrong or the step is not of that
 form. See :class:`ArithmeticStepsConfig` for the scale, noise and clipping options of the stability
 experiment. Synchronous, deterministic and thread safe; the answer is checked in a worker process within
-the time and size limits of :mod:`reward_models.answer_check`.
+the time and size limits of :mod:`bot_grpo_verl.rewards.answer_check`.
 """
 
 # No ``from __future__ import annotations``: verl's loader does not register this module in sys.modules,
@@ -65,7 +65,7 @@ class ArithmeticStepsConfig:
         step_separator (`str`, *optional*, defaults to `"\n\n"`):
             Steps are the text between runs of this separator (`bot_grpo_verl.token_rewards.split_steps`).
         answer_timeout_s (`float`, *optional*, defaults to `5.0`):
-            Wall-clock bound of the answer check, in (0, 600]; see `reward_models.answer_check` for its
+            Wall-clock bound of the answer check, in (0, 600]; see `bot_grpo_verl.rewards.answer_check` for its
             limits. An answer refused or still running at this bound scores 0, with `answer_refused` = 1.
 
     Every option is type-checked when the config is built (`bot_grpo_verl.options.check_options`:
@@ -128,7 +128,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         data_source: logged only (any value).
         solution_str: the decoded response (str).
         ground_truth: the reference answer (str or integer, numpy integers included, e.g. ``"86"``); a
-            missing one (None, NaN, blank, ``"nan"``: see ``reward_models.answer_check.ground_truth_text``),
+            missing one (None, NaN, blank, ``"nan"``: see ``bot_grpo_verl.rewards.answer_check.ground_truth_text``),
             one math-verify cannot parse, or one over the answer-check limits raises ``ValueError``.
         extra_info: verl's per-sample dict; not used.
         **kwargs: :class:`ArithmeticStepsConfig` options (verl's ``reward_kwargs``).
@@ -136,7 +136,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     Returns:
         ``{"score", "spans", "acc", "steps", "steps_correct", "answer_found", "answer_refused"}``:
         ``answer_refused`` is 1.0 when the answer exceeded a check limit or ``answer_timeout_s`` (it then
-        scores 0, see :mod:`reward_models.answer_check`); ``score`` = ``acc`` = the
+        scores 0, see :mod:`bot_grpo_verl.rewards.answer_check`); ``score`` = ``acc`` = the
         outcome (1.0 or 0.0); ``spans`` = one ``(start, end, value)`` per step, tiling the response (see
         :func:`bot_grpo_verl.token_rewards.split_steps`); ``steps`` counts the checked (non-answer) steps,
         ``steps_correct`` the right ones; ``answer_found`` is 1.0 if a ``\\boxed{}`` answer exists. An empty

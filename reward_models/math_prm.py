@@ -8,7 +8,7 @@ Use from any verl recipe::
     +reward.custom_reward_function.reward_kwargs.prm_trust_remote_code=true
 
 :func:`compute_score` splits the response into steps (``step_separator``, default a blank line), scores
-each step with a PRM (:mod:`reward_models.prm`), checks the final answer against ``ground_truth`` with
+each step with a PRM (:mod:`bot_grpo_verl.rewards.prm`), checks the final answer against ``ground_truth`` with
 math-verify, and returns ``{"score": outcome, "spans": [...], ...}``: each step's characters carry the
 step's value, the final answer's characters the outcome value (see :class:`MathPRMConfig` for the exact
 scheme). It is synchronous and thread safe; verl calls it concurrently from its executor threads.
@@ -45,7 +45,7 @@ class MathPRMConfig:
     ``+reward.custom_reward_function.reward_kwargs.<name>=<value>``.
 
     Token values (``g`` = the probability map, ``o`` = the outcome value, ``lambda`` = ``outcome_weight``):
-    step k's P(correct) ``p_k`` becomes ``v_k = g(p_k)``, then :func:`reward_models.prm_values.aggregate`
+    step k's P(correct) ``p_k`` becomes ``v_k = g(p_k)``, then :func:`bot_grpo_verl.rewards.prm_values.aggregate`
     (``aggregation``) turns ``v`` into ``a``; step k's characters carry ``(1 - lambda) a_k + lambda o``, the
     final answer's characters carry ``o = g(1)`` if math-verify accepts it and ``g(0)`` otherwise, and
     ``score = o``. Every value is then clipped to ``[-clip, clip]`` when ``clip`` is set.
@@ -55,7 +55,7 @@ class MathPRMConfig:
             The PRM's input format and head: `"qwen"` (Qwen2.5-Math-PRM, arXiv:2501.07301: `<extra_0>`
             after each step, 2-label head), `"math_shepherd"` (Math-Shepherd, arXiv:2312.08935: ` ки` after
             each step, causal LM logits over `+`/`-`), `"pure"` (PURE, arXiv:2504.15275: `\n` after each
-            step, 2-label token classification). See :mod:`reward_models.prm_formats`.
+            step, 2-label token classification). See :mod:`bot_grpo_verl.rewards.prm_formats`.
         prm_backend (`str`, *optional*, defaults to `"local"`):
             `"local"`: a `transformers` model in each reward worker process; `"endpoint"`: a vLLM server.
         prm_model (`str`, *optional*):
@@ -80,7 +80,7 @@ class MathPRMConfig:
         prm_endpoint_api (`str`, *optional*, defaults to `"pooling"`):
             `"pooling"`: vLLM's `/pooling` (`task: token_classify`; one row per token, or per step tag under
             STEP pooling). `"classify"` is refused at configuration time: vLLM mounts `/classify` only for
-            sequence classifiers, none of the formats (`reward_models.prm_endpoint.SERVED_ROUTES`); the
+            sequence classifiers, none of the formats (`bot_grpo_verl.rewards.prm_endpoint.SERVED_ROUTES`); the
             `"math_shepherd"` format cannot be served at all (use `prm_backend="local"`).
         prm_endpoint_model (`str`, *optional*): the served model name (vLLM's `--served-model-name`); checked
             against the server's `/v1/models` on first use. Default: the server's one model.
@@ -89,7 +89,8 @@ class MathPRMConfig:
             off at it. A request takes at most `(prm_retries + 1) * prm_timeout_s` plus the backoff waits.
         prm_retries (`int`, *optional*, defaults to `2`): retries after a failed attempt, in [0, 10]. Retried:
             connection errors, timeouts, dropped or garbled answers, HTTP 5xx, 408 and 429; not retried:
-            other 4xx and redirects. Every failure raises `reward_models.prm_http.PRMEndpointError` naming the URL.
+            other 4xx and redirects. Every failure raises `bot_grpo_verl.rewards.prm_http.PRMEndpointError`
+            naming the URL.
         prm_backoff_s (`float`, *optional*, defaults to `0.5`): wait before retry k is `prm_backoff_s * 2**k`;
             in [0, 60].
         step_separator (`str`, *optional*, defaults to `"\n\n"`):
@@ -122,10 +123,10 @@ class MathPRMConfig:
             `score = min(step values)` (PURE's min-form return; `g(0)` when no step is scored). Missing
             also covers NaN (pandas' missing value) and the strings a missing value becomes through
             `astype(str)` (`"nan"`, `"None"`, `"<NA>"`, `"null"`); see
-            `reward_models.answer_check.ground_truth_text`.
+            `bot_grpo_verl.rewards.answer_check.ground_truth_text`.
         answer_timeout_s (`float`, *optional*, defaults to `5.0`):
             Wall-clock bound of one answer check, in (0, 600]. Checks run in worker processes within the
-            limits of `reward_models.answer_check` (answers over 1000 characters, brackets nested over 8
+            limits of `bot_grpo_verl.rewards.answer_check` (answers over 1000 characters, brackets nested over 8
             deep, numbers of over ~1000 digits such as `9^{9^{9}}` are refused at once); an answer refused
             or still running at this bound scores as wrong (`g(0)`), with `answer_refused` = 1.
 
@@ -198,7 +199,7 @@ class MathPRMConfig:
         return options_from_kwargs(cls, kwargs, "math_prm")
 
     def scorer(self):
-        """The process-wide :class:`reward_models.prm.StepScorer` of these options."""
+        """The process-wide :class:`bot_grpo_verl.rewards.prm.StepScorer` of these options."""
         return get_scorer(
             ScorerSettings(**{field.name: getattr(self, f"prm_{field.name}") for field in fields(ScorerSettings)})
         )
@@ -278,7 +279,7 @@ class ScoredSteps:
     Attributes:
         ranges: the ``[start, end)`` character range of every step (:func:`bot_grpo_verl.token_rewards.split_steps`).
         probabilities: ``p_k``, P(correct) of the leading steps that fit the PRM's input (``prm_max_tokens``).
-        values: ``a_k``, their values after :func:`reward_models.prm_values.aggregate`, one per probability.
+        values: ``a_k``, their values after :func:`bot_grpo_verl.rewards.prm_values.aggregate`, one per probability.
     """
 
     ranges: list[tuple[int, int]]
@@ -305,7 +306,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         ``{"score", "spans", ...}`` per :mod:`bot_grpo_verl.token_rewards`, always with the same extra
         keys (verl gathers them per batch): ``acc`` (1 if the answer is correct), ``answer_found``,
         ``answer_parsed``, ``answer_refused`` (1 if the answer exceeded a limit or ``answer_timeout_s``:
-        scored as wrong, see :mod:`reward_models.answer_check`), ``steps``, ``steps_scored``,
+        scored as wrong, see :mod:`bot_grpo_verl.rewards.answer_check`), ``steps``, ``steps_scored``,
         ``truncated`` (1 if characters or steps were left unscored), ``empty_response`` (1 for an empty
         or whitespace-only response: no PRM call, score ``g(0)``, one span of ``g(0)`` over the
         whitespace), ``prm_mean``/``prm_min`` (of P(correct); 0 when no step was scored).
@@ -329,7 +330,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 
 
 def reference_answer(ground_truth, data_source, missing_ground_truth: str) -> str | None:
-    """The ground truth as text (:func:`reward_models.answer_check.ground_truth_text`), None when it is missing.
+    """The ground truth as text (:func:`bot_grpo_verl.rewards.answer_check.ground_truth_text`), None when it is missing.
 
     Raises:
         ValueError: it is missing and ``missing_ground_truth`` is ``"error"``.

@@ -3,16 +3,17 @@
 :func:`get_scorer` gives the process-wide :class:`StepScorer` of a set of :class:`ScorerSettings`: a format
 and a backend, built once (model loaded) and shared between threads. The parts, one module each:
 
-- :mod:`reward_models.prm_formats`: the input formats (Qwen2.5-Math-PRM, Math-Shepherd, PURE) and
-  :func:`~reward_models.prm_formats.encode_steps`, a question and its steps as token ids and readout positions.
-- :mod:`reward_models.prm_local`: :class:`~reward_models.prm_local.LocalPRM`, a ``transformers`` model in
-  this process (batched, ``torch.no_grad``).
-- :mod:`reward_models.prm_endpoint`: :class:`~reward_models.prm_endpoint.EndpointPRM`, a vLLM server's
+- :mod:`bot_grpo_verl.rewards.prm_formats`: the input formats (Qwen2.5-Math-PRM, Math-Shepherd, PURE) and
+  :func:`~bot_grpo_verl.rewards.prm_formats.encode_steps`, a question and its steps as token ids and readout
+  positions.
+- :mod:`bot_grpo_verl.rewards.prm_local`: :class:`~bot_grpo_verl.rewards.prm_local.LocalPRM`, a ``transformers``
+  model in this process (batched, ``torch.no_grad``).
+- :mod:`bot_grpo_verl.rewards.prm_endpoint`: :class:`~bot_grpo_verl.rewards.prm_endpoint.EndpointPRM`, a vLLM server's
   ``/pooling`` API, checked against its ``/v1/models`` on first use, over the transport of
-  :mod:`reward_models.prm_http` (one deadline per attempt, bounded retries, every failure a
-  :class:`~reward_models.prm_http.PRMEndpointError`).
-- :mod:`reward_models.micro_batcher`: concurrent calls gathered into batches for the backend.
-- :mod:`reward_models.prm_values`: the probabilities shaped into step values.
+  :mod:`bot_grpo_verl.rewards.prm_http` (one deadline per attempt, bounded retries, every failure a
+  :class:`~bot_grpo_verl.rewards.prm_http.PRMEndpointError`).
+- :mod:`bot_grpo_verl.rewards.micro_batcher`: concurrent calls gathered into batches for the backend.
+- :mod:`bot_grpo_verl.rewards.prm_values`: the probabilities shaped into step values.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class StepScorer:
 
 @dataclass(frozen=True)
 class ScorerSettings:
-    """What identifies a PRM scorer: the ``prm_*`` options of :class:`reward_models.math_prm.MathPRMConfig`
+    """What identifies a PRM scorer: the ``prm_*`` options of :class:`bot_grpo_verl.rewards.math_prm.MathPRMConfig`
     without their prefix (``model`` = ``prm_model``, ``endpoint`` = ``prm_endpoint``, ...)."""
 
     format: str

@@ -1,7 +1,7 @@
 """A PRM served by vLLM: P(correct) at each step's readout position, over its ``/pooling`` API.
 
-This process encodes the steps (:func:`reward_models.prm_formats.encode_steps`) and sends the token ids;
-requests go through :mod:`reward_models.prm_http`. What a vLLM server (0.18 to 0.33, read from its source:
+This process encodes the steps (:func:`bot_grpo_verl.rewards.prm_formats.encode_steps`) and sends the token ids;
+requests go through :mod:`bot_grpo_verl.rewards.prm_http`. What a vLLM server (0.18 to 0.33, read from its source:
 ``entrypoints/pooling/``, ``model_executor/models/qwen2_rm.py``, ``model_executor/models/config.py``,
 ``renderers/params.py``) does with them:
 

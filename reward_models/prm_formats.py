@@ -10,7 +10,7 @@ token. Three public formats (:data:`FORMATS`):
   softmax([logit(+), logit(-)])[0].
 - ``"pure"`` (PURE, arXiv:2504.15275): a token-classification PRM scored at each step's last token, a
   ``\\n`` appended after the step; PURE's step reward is p(+) - p(-), which for its 2-label head is
-  2 p(+) - 1, i.e. :func:`reward_models.prm_values.to_values` with ``symmetric=True`` of P(correct) =
+  2 p(+) - 1, i.e. :func:`bot_grpo_verl.rewards.prm_values.to_values` with ``symmetric=True`` of P(correct) =
   softmax(logits)[1].
 
 :func:`encode_steps` turns a question and its steps into the token ids of a PRM's input and the readout

@@ -1,6 +1,6 @@
 """The HTTP transport of served PRMs: one JSON POST with a deadline per attempt and bounded retries.
 
-:func:`post_json` is what :class:`reward_models.prm_endpoint.EndpointPRM` sends its requests through;
+:func:`post_json` is what :class:`bot_grpo_verl.rewards.prm_endpoint.EndpointPRM` sends its requests through;
 every failure, of the connection or of the answer, becomes a :class:`PRMEndpointError` naming the URL.
 """
 

@@ -1,7 +1,7 @@
 """From a PRM's P(correct) to the value each step's tokens carry: the probability map, PURE's min-form credit
 assignment (arXiv:2504.15275), the mix with the outcome, the clip.
 
-In the symbols of :class:`reward_models.math_prm.MathPRMConfig`: step k's P(correct) ``p_k`` becomes
+In the symbols of :class:`bot_grpo_verl.rewards.math_prm.MathPRMConfig`: step k's P(correct) ``p_k`` becomes
 ``v_k = g(p_k)`` (:func:`to_values`), :func:`aggregate` turns ``v`` into ``a``, and :func:`mix_outcome`
 gives step k ``(1 - lambda) a_k + lambda o``; :func:`clip_value` bounds a value.
 """

@@ -78,9 +78,9 @@ Bad input. Every response gets a defined result in bounded time, and no response
   missing, ``npm ci`` not run): :class:`CheckerSetupError`, a broken installation, not a bad sample.
 
 Render and requirements. ``render=True`` renders a compiled response's last block in headless Chromium
-(:mod:`reward_models.react_render`): a blank page, a runtime error (its line marked when its position maps
+(:mod:`bot_grpo_verl.rewards.react_render`): a blank page, a runtime error (its line marked when its position maps
 back) or a timeout scores 0. A row whose ``extra_info["react_spec"]`` states the request's requirements
-(:mod:`reward_models.react_requirements`) is checked against them: a violation with a place is an error span,
+(:mod:`bot_grpo_verl.rewards.react_requirements`) is checked against them: a violation with a place is an error span,
 any violation scores 0. The result then also carries ``rendered``, ``render_blank``, ``render_error``,
 ``render_timeout``, ``render_elements`` (with ``render=True``) and ``requirements_met``,
 ``requirements_unmet`` (with a spec).
@@ -120,8 +120,8 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
   ``0.5``, in ``[0, 1]``), ``judge_samples`` (``int``, default ``1``), ``judge_request_key`` (``str``, default
   ``"instruction"``): with an OpenAI-compatible endpoint, a response that compiles, renders (``render=True`` is
   required) and meets its spec is judged against ``extra_info[judge_request_key]``
-  (:mod:`reward_models.react_judge`): its score is ``(1 - w) + w * mean(judgments)``; ``judged``, ``judge_score``
-  and ``judge_spread`` (max - min of the judgments: the judge's noise) are logged.
+  (:mod:`bot_grpo_verl.rewards.react_judge`): its score is ``(1 - w) + w * mean(judgments)``; ``judged``,
+  ``judge_score`` and ``judge_spread`` (max - min of the judgments: the judge's noise) are logged.
 """
 
 # No ``from __future__ import annotations``: verl loads this file without registering it in sys.modules,
