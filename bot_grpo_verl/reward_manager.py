@@ -239,7 +239,7 @@ class BoTTokenRewardManager(RewardManagerBase):
         extra_info["num_turns"] = data_item.non_tensor_batch.get("__num_turns__", None)
         extra_info["rollout_reward_scores"] = data_item.non_tensor_batch.get("reward_scores", {})
 
-        sample = f"sample uid={data_item.non_tensor_batch.get('uid', '?')} data_source={data_source!r}"
+        sample = f"sample uid={data_item.non_tensor_batch.get('uid', '?')} data_source={str(data_source)!r}"
         try:
             # The alignment returns the decoded text, the solution_str of verl's naive manager: taken from its
             # byte table where that is the tokenizer's decode, at most one decode otherwise.

@@ -212,7 +212,8 @@ def test_clip_range_and_outcome_weight_options(tokenizer_dir, functions_file):
 def test_bad_results_name_the_sample(tokenizer_dir, functions_file, function, message):
     config = reward_config(tokenizer_dir, functions_file, function)
     tokenizer = byte_level_bpe()
-    with pytest.raises(RuntimeError, match=rf"bot_token reward failed for sample uid=p7 .*{message}"):
+    named = rf"bot_token reward failed for sample uid=p7 data_source='react_tsx': .*{message}"
+    with pytest.raises(RuntimeError, match=named):
         run_in_worker_loop(
             lambda: load_reward_manager(config, tokenizer),
             lambda manager: manager.run_single(agent_loop_sample(tokenizer, RESPONSES[0], uid="p7")),
