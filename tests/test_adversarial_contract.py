@@ -165,14 +165,16 @@ def test_token_rewards_must_match_the_response(response, result, message):
 
 
 # Every value below is tagged good or bad; a result must be accepted exactly when all its values are good.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 GOOD_NUMBERS = st.one_of(
-    st.floats(allow_nan=False, allow_infinity=False),
+    st.floats(-FLOAT32_MAX, FLOAT32_MAX),
     st.integers(-(10**6), 10**6),
     st.floats(-1e6, 1e6).map(np.float32),
     st.integers(-(10**6), 10**6).map(np.int64),
 )
 BAD_NUMBERS = st.one_of(
     st.booleans(),
+    st.floats(min_value=FLOAT32_MAX, exclude_min=True, allow_infinity=False),  # beyond what rm_scores can hold
     st.floats(allow_nan=False).map(str),
     st.sampled_from([float("nan"), float("inf"), -np.inf, np.float32("nan"), None, np.bool_(False)]),
     st.floats(-1, 1).map(np.array),
