@@ -614,3 +614,20 @@ def test_run_all_without_a_task_prints_one_problem_line():
     assert process.stderr.splitlines() == [
         "PROBLEM: no task given; usage: bash recipes/run_all.sh TASK [overrides] (TASK: react or aime)"
     ]
+
+
+def test_the_aime_run_with_the_prm_on_its_own_gpu_divides_its_batches_over_seven():
+    """recipes/README.md's command for the PRM on GPU 7 of the training node, as a dry run: the batch and the mini
+    batch, in rollouts, divide over 7 GPUs, with as many updates a step as the 8-GPU recipe."""
+    extra = ("trainer.n_gpus_per_node=7", "data.train_batch_size=112", "actor_rollout_ref.actor.ppo_mini_batch_size=28")
+    config = verl_config(*recipe("aime", FIRST_MODEL, "bot_grpo"), *extra)
+    gpus, rollouts = config.trainer.n_gpus_per_node * config.trainer.nnodes, config.actor_rollout_ref.rollout.n
+    batch, mini_batch = (
+        config.data.train_batch_size * rollouts,
+        config.actor_rollout_ref.actor.ppo_mini_batch_size * rollouts,
+    )
+    assert batch % gpus == 0 and mini_batch % gpus == 0
+    eight = verl_config(*recipe("aime", FIRST_MODEL, "bot_grpo"))
+    assert batch // mini_batch == eight.data.train_batch_size // eight.actor_rollout_ref.actor.ppo_mini_batch_size
+    readme = (ROOT / "recipes" / "README.md").read_text()
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6 bash recipes/aime/run.sh " + " ".join(extra[:1]) in readme
