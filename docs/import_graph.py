@@ -29,7 +29,13 @@ PACKAGE = "bot_grpo_verl"
 LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # layer: (its modules: a name, or "name.*" for a subpackage and all its modules), (layers it may import)
     "contract & alignment": (
-        ("bot_grpo_verl", "bot_grpo_verl.token_rewards", "bot_grpo_verl.alignment", "bot_grpo_verl.step_layout"),
+        (
+            "bot_grpo_verl",
+            "bot_grpo_verl.token_rewards",
+            "bot_grpo_verl.alignment",
+            "bot_grpo_verl.step_layout",
+            "bot_grpo_verl.learning_signal",
+        ),
         (),
     ),
     "estimators & reward manager": (
