@@ -182,6 +182,8 @@ def test_verl_main_ppo_trains_bot_grpo_on_cpu_for_two_steps(tmp_path):
         assert data["training/rollout_probs_diff_max"] < 1e-5  # 3.5e-3 at step 2 when the sync is skipped
         # the bot_token manager's logs reach training metrics (verl_compat's _compute_metrics adapter)
         assert 0.0 < data["reward_extra/span_coverage/mean"] < 1.0 and "reward_extra/score/mean" in data
+        # the learning signal of the step's advantages (verl_compat's _compute_metrics adapter)
+        assert 0.0 <= data["learning_signal/zero_advantage_groups"] < 1.0 and data["learning_signal/advantage_std"] > 0
 
     calls = [torch.load(path) for path in sorted(spy_dir.glob("*.pt"))]
     assert len(calls) == 2, "verl did not call the bot_grpo estimator once per step"

@@ -145,9 +145,13 @@ def test_a_run_that_selects_the_plugin_gets_the_reward_extra_metrics(transfer_qu
     (metrics, run_reads), (verl_metrics, verl_reads) = with_and_without_the_plugin("bot", reads, *overrides)
     ours = {key: value for key, value in metrics.items() if key.startswith("reward_extra/")}
     assert ours == pytest.approx(EXPECTED)  # the string "verdict" is no metric; the padding row is left out
-    assert metrics.keys() - ours.keys() == verl_metrics.keys()
+    signal = {key for key in metrics if key.startswith("learning_signal/")}
+    assert signal == {
+        f"learning_signal/{name}" for name in ("zero_advantage_groups", "zero_advantage_tokens", "advantage_std")
+    }
+    assert metrics.keys() - ours.keys() - signal == verl_metrics.keys()
     real_keys = verl_reads[0][0][: len(SAMPLES)]
-    assert run_reads == [*verl_reads, (real_keys, ("extra_fields",))]
+    assert run_reads == [*verl_reads, (real_keys, ("extra_fields", "advantages", "response_mask"))]
 
 
 def test_the_decision_is_made_once_per_trainer(transfer_queue, reads):

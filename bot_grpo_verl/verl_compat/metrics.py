@@ -1,9 +1,11 @@
-"""Reward extra info in the training metrics of the runs that use the plugin.
+"""Reward extra info and the learning signal in the training metrics of the runs that use the plugin.
 
 verl 0.9.1 logs a reward function's extra info (``reward_extra_info``) in validation only, and has no
 extension point for training metrics. The wrapper of ``PPOTrainer._compute_metrics``
 (``verl/trainer/ppo/v1/trainer_base.py``) adds the mean of each scalar key as
-``reward_extra/<key>/mean``, reading the samples' ``extra_fields`` from TransferQueue once per step.
+``reward_extra/<key>/mean`` and the step's learning signal (:mod:`bot_grpo_verl.learning_signal`: silent groups
+and tokens, the advantages' spread; a warning after a streak of steps without signal), reading the samples'
+``extra_fields``, ``advantages`` and ``response_mask`` from TransferQueue once per step.
 
 It does so only for a run that selects the plugin (one of its estimators, its reward manager or a subclass,
 or its CPU-mode rollout), decided from the trainer's config at its first step; any other run keeps verl's metrics and
@@ -13,13 +15,16 @@ TransferQueue reads exactly.
 from __future__ import annotations
 
 import inspect
+import logging
 import numbers
 from collections.abc import Callable
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from bot_grpo_verl.learning_signal import NoSignalWatch, learning_signal_metrics
 from bot_grpo_verl.verl_compat.guard import require, source_of, wrap_once
 
+logger = logging.getLogger(__name__)
 METRIC_PREFIX = "reward_extra/"
 
 RunSelector = Callable[[Any, type], bool]
@@ -80,15 +85,22 @@ def adapt_training_metrics(selects: RunSelector) -> None:
         "the trainer's reward_loop_manager holds the run's reward manager class as reward_manager_cls",
     )
     selected = run_selection(selects)
+    watches: WeakKeyDictionary = WeakKeyDictionary()
 
     def make_wrapper(compute_metrics):
         def compute_metrics_with_reward_extra(self, batch, metrics, *args, **kwargs):
             result = compute_metrics(self, batch, metrics, *args, **kwargs)
             if selected(self):
-                data = tq.kv_batch_get(
-                    keys=sample_keys(batch), partition_id=batch.partition_id, select_fields=["extra_fields"]
-                )
+                keys = sample_keys(batch)
+                fields = ["extra_fields", "advantages", "response_mask"]
+                data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
                 metrics.update(reward_extra_metrics(list(data["extra_fields"])))
+                advantages, mask = (data[name].to_padded_tensor(0) for name in ("advantages", "response_mask"))
+                signal = learning_signal_metrics(advantages, mask, [key.rsplit("_", 2)[0] for key in keys])
+                metrics.update(signal)
+                warning = watches.setdefault(self, NoSignalWatch()).update(signal)
+                if warning is not None:
+                    logger.warning(warning)
             return result
 
         return compute_metrics_with_reward_extra
