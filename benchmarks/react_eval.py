@@ -92,18 +92,21 @@ def evaluate(a_path: Path, b_path: Path, level: str = "syntax", judge: JudgeClie
         raise ValueError(f"{a_path} and {b_path} must hold the same prompts with as many samples each")
     prompts = sorted(a)
     specs = {prompt: reference_spec(a[prompt][0]["gts"]) for prompt in prompts}
-    jobs = [(dump, prompt, k) for dump in (a, b) for prompt in prompts for k in range(len(a[prompt]))]
-    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        levels = dict(
-            zip(
-                [(id(dump), prompt, k) for dump, prompt, k in jobs],
-                pool.map(lambda job: level_of(job[0][job[1]][job[2]], specs[job[1]], level, judge is not None), jobs),
-                strict=True,
-            )
-        )
+
+    def levels(dump: dict[str, list[dict]]) -> dict[str, list[tuple[int, bytes | None]]]:
+        """Per prompt, each sample's (level, screenshot)."""
+        jobs = [(prompt, sample) for prompt in prompts for sample in dump[prompt]]
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            found = list(pool.map(lambda job: level_of(job[1], specs[job[0]], level, judge is not None), jobs))
+        per_prompt = defaultdict(list)
+        for (prompt, _), result in zip(jobs, found, strict=True):
+            per_prompt[prompt].append(result)
+        return per_prompt
+
+    found = {"a": levels(a), "b": levels(b)}
     rates = {}
-    for name, dump in (("a", a), ("b", b)):
-        per_prompt = np.array([[levels[(id(dump), p, k)][0] for k in range(len(dump[p]))] for p in prompts])
+    for name, per_sample in found.items():
+        per_prompt = np.array([[reached for reached, _ in per_sample[prompt]] for prompt in prompts])
         rates[name] = {
             "compile_rate": interval((per_prompt >= 1).mean(axis=1)),
             "render_rate": interval((per_prompt >= 2).mean(axis=1)),
@@ -111,8 +114,8 @@ def evaluate(a_path: Path, b_path: Path, level: str = "syntax", judge: JudgeClie
         }
     wins = np.array(
         [
-            np.mean([win(levels[(id(a), p, k)], levels[(id(b), p, k)], p, judge) for k in range(len(a[p]))])
-            for p in prompts
+            np.mean([win(x, y, prompt, judge) for x, y in zip(found["a"][prompt], found["b"][prompt], strict=True)])
+            for prompt in prompts
         ]
     )
     return {

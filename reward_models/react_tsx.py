@@ -610,16 +610,21 @@ _judges: dict[tuple[str, str], JudgeClient] = {}
 _judges_lock = threading.Lock()
 
 
+@functools.cache
+def _say_the_judge_is_off() -> None:
+    logger.warning("react_tsx: no judge_endpoint: the judge is off (compile, render and requirements only)")
+
+
 def judge_for(options: Options) -> JudgeClient | None:
-    """The process's judge client for the options' endpoint and model (None without an endpoint; said once)."""
+    """The process's judge client for the options' endpoint and model (None without an endpoint, which a
+    ``render=True`` run says once in its log)."""
     if not options.judge_endpoint:
-        if options.render and not _judges:
-            _judges[("", "")] = None  # log the line once per process
-            logger.warning("react_tsx: no judge_endpoint: the judge is off (compile, render and requirements only)")
+        if options.render:
+            _say_the_judge_is_off()
         return None
     key = (options.judge_endpoint, options.judge_model)
     with _judges_lock:
-        if _judges.get(key) is None:
+        if key not in _judges:
             _judges[key] = JudgeClient(
                 JudgeConfig(options.judge_endpoint, options.judge_model, timeout_s=options.timeout)
             )
