@@ -53,7 +53,7 @@ from demo.run import (
     read_metrics,
     run_verl,
 )
-from demo.tasks import ARITHMETIC, ARITHMETIC_HARD, ARITHMETIC_STEPS, REACT, REACT_TSX, Task
+from demo.tasks import ARITHMETIC, ARITHMETIC_HARD, ARITHMETIC_STEPS, REACT, REACT_COMPILE_ONLY, REACT_TSX, Task
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
 # Training metrics kept in a run's summary (verl's names); the validation counts are kept per problem.
@@ -105,8 +105,13 @@ class CpuTask:
 # The stability study's variants: the exact step verifier's clean, bounded rewards against the same rewards
 # with Gaussian noise (std 1, the size of a step value) or scaled by 10 without bounds.
 ARITHMETIC_VARIANTS = {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("scale", "10.0"),)}
+# React's rewards: compilation only (the rows' specs ignored), and composed: compiled, rendered in a browser and
+# meeting the row's spec (issue 26's question in PROTOCOL.md).
+REACT_VARIANTS = {"": REACT_COMPILE_ONLY, "composed": (("render", "true"),)}
 TASKS = {
-    "react": CpuTask(REACT, REACT_TSX, "reward_extra/compiled/mean", 0.8, {"": ()}, True, as_asked=compiles_as_asked),
+    "react": CpuTask(
+        REACT, REACT_TSX, "reward_extra/compiled/mean", 0.8, REACT_VARIANTS, True, as_asked=compiles_as_asked
+    ),
     "arith": CpuTask(
         ARITHMETIC, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.6, ARITHMETIC_VARIANTS, True, "solve rate"
     ),

@@ -31,7 +31,7 @@ import numpy as np
 from bot_grpo_verl.rewards import react_tsx
 from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
 from bot_grpo_verl.rewards.react_render import screenshot_png
-from bot_grpo_verl.rewards.react_requirements import SPEC_KEY, spec_from_reference
+from bot_grpo_verl.rewards.react_requirements import SPEC_KEY
 
 LEVELS = ("fails", "compiles", "renders", "as asked")
 
@@ -46,14 +46,6 @@ def read_dump(path: Path) -> dict[str, list[dict]]:
                 raise ValueError(f"{path}:{number}: a validation sample needs input, output and gts")
             samples[row["input"]].append(row)
     return dict(samples)
-
-
-def reference_spec(reference: str) -> dict:
-    """The requirement spec of a reference solution (its outline from the TSX worker)."""
-    answer = react_tsx.shared_checker().check([reference], "syntax", False, 20, 60.0, outline=True)[0]
-    if not answer["ok"] or answer.get("outline") is None:
-        raise ValueError(f"the reference solution does not compile: {reference[:120]!r}")
-    return spec_from_reference(answer["outline"])
 
 
 def level_of(sample: dict, spec: dict, level: str, screenshots: bool) -> tuple[int, bytes | None]:
@@ -91,7 +83,7 @@ def evaluate(a_path: Path, b_path: Path, level: str = "syntax", judge: JudgeClie
     if set(a) != set(b) or any(len(a[prompt]) != len(b[prompt]) for prompt in a):
         raise ValueError(f"{a_path} and {b_path} must hold the same prompts with as many samples each")
     prompts = sorted(a)
-    specs = {prompt: reference_spec(a[prompt][0]["gts"]) for prompt in prompts}
+    specs = {prompt: react_tsx.reference_spec(a[prompt][0]["gts"]) for prompt in prompts}
 
     def levels(dump: dict[str, list[dict]]) -> dict[str, list[tuple[int, bytes | None]]]:
         """Per prompt, each sample's (level, screenshot)."""

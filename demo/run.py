@@ -33,7 +33,7 @@ import numpy as np
 from bot_grpo_verl import heatmap
 from demo.assets import build_assets
 from demo.held_out import HeldOutCurve, Validation, mean_interval, problem_index, solved, validation_overrides
-from demo.tasks import REACT_TSX
+from demo.tasks import REACT_COMPILE_ONLY, REACT_TSX
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
 COMPILE_RATE = "reward_extra/compiled/mean"
@@ -97,7 +97,7 @@ def demo_overrides(assets, algorithm: str, steps: int, out: Path, seed: int, val
             "+preset=cpu",
             *base_overrides(assets, steps, out, seed),
             *validation_overrides(assets, validation, out),
-            *reward_function_overrides(REACT_TSX, (), ALGORITHMS[algorithm].reward),
+            *reward_function_overrides(REACT_TSX, REACT_COMPILE_ONLY, ALGORITHMS[algorithm].reward),
             *algorithm_keys(algorithm, MAX_RESPONSE_LENGTH),
             f"trainer.experiment_name={algorithm}-seed{seed}",
         ]
@@ -210,9 +210,7 @@ def progress_lines(row: dict, steps: int, success: tuple[str, str] = REACT_SUCCE
     return lines
 
 
-def follow(
-    path: Path, steps: int, done: threading.Event, echo: bool, label: str, success: tuple[str, str]
-) -> None:
+def follow(path: Path, steps: int, done: threading.Event, echo: bool, label: str, success: tuple[str, str]) -> None:
     shown = 0
     while not done.wait(2.0) or shown < len(read_metrics(path)):
         rows = read_metrics(path)

@@ -8,6 +8,7 @@ ones (``bot-grpo-verl reward-path``), loaded by path as verl loads a ``custom_re
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -17,10 +18,14 @@ from types import ModuleType
 from typing import Protocol
 
 from bot_grpo_verl.__main__ import reward_path
+from bot_grpo_verl.rewards.react_requirements import SPEC_KEY
 from demo import arithmetic, react_corpus
 from demo.settings import DemoSettings
 
 DATA_SOURCE = "react_tsx"
+# The demo's React reward: compilation only. Its rows carry specs (:func:`react_reference`) for the composed reward
+# and for evaluation; the demo keeps the compile reward whose runs the docs report.
+REACT_COMPILE_ONLY = (("requirements", "false"),)
 REACT_TSX = reward_path("react_tsx")  # the installed reward files (in a clone: reward_models/)
 ARITHMETIC_STEPS = reward_path("arithmetic_steps")
 
@@ -71,6 +76,19 @@ def load_reward_file(path: Path) -> ModuleType:
     return reward
 
 
+@functools.cache
+def react_reward() -> ModuleType:
+    """``reward_models/react_tsx.py``, loaded once per process (so its checker worker starts once)."""
+    return load_reward_file(REACT_TSX)
+
+
+def react_reference(example: react_corpus.Example) -> tuple[str, dict]:
+    """A React row's ground truth (the reference solution) and ``extra_info``: the component's kind and name, and the
+    requirement spec of the reference (``react_spec``, :func:`reward_models.react_tsx.reference_spec`)."""
+    spec = react_reward().reference_spec(example.code)
+    return example.code, {"kind": example.kind, "component": example.name, SPEC_KEY: spec}
+
+
 def compile_rate(responses: Sequence[str]) -> tuple[float | None, str]:
     """``(rate, how)``: the fraction of ``responses`` that the demo's reward marks ``compiled``.
 
@@ -80,7 +98,7 @@ def compile_rate(responses: Sequence[str]) -> tuple[float | None, str]:
     """
     if not REACT_TSX.exists():
         return None, f"not measured: {REACT_TSX} is missing"
-    reward = load_reward_file(REACT_TSX)
+    reward = react_reward()
     try:
         compiled = [reward.compute_score(DATA_SOURCE, response)["compiled"] for response in responses]
     except reward.CheckerSetupError as error:
@@ -121,7 +139,7 @@ REACT = Task(
     data_source=DATA_SOURCE,
     ability="code",
     generate=react_corpus.generate_corpus,
-    reference=lambda example: (example.code, {"kind": example.kind, "component": example.name}),
+    reference=react_reference,
     score_samples=compile_metrics,
     sources=(Path(react_corpus.__file__),),
     settings=DemoSettings(),

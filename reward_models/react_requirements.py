@@ -22,6 +22,8 @@ text) only fails the outcome. :func:`spec_from_reference` derives a spec from a 
 
 from dataclasses import dataclass, fields
 
+import numpy as np
+
 SPEC_KEY = "react_spec"
 
 
@@ -55,9 +57,9 @@ class ReactSpec:
                     raise ValueError(f"react_spec.component must be a non-empty string, got {value!r}")
                 values[key] = value
             elif key in ("default_export", "only_elements"):
-                if not isinstance(value, bool):
+                if not isinstance(value, bool | np.bool_):
                     raise ValueError(f"react_spec.{key} must be a bool, got {value!r}")
-                values[key] = value
+                values[key] = bool(value)
             else:
                 items = list(value) if isinstance(value, list | tuple) or hasattr(value, "tolist") else None
                 if items is None or not all(isinstance(item, str) and item for item in items):

@@ -116,6 +116,9 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
   get error regions); ``num_diagnostics`` still counts all of them.
 - ``render`` (``bool``, default ``False``): render a compiled response in headless Chromium; it scores 1 only
   if it shows something (above). Each page may take ``timeout / 2`` seconds.
+- ``requirements`` (``bool``, default ``True``): check a row's ``extra_info["react_spec"]`` (above); ``False``
+  ignores it, scoring compilation (and the render) only, e.g. as the compile-only arm of a comparison on rows
+  that carry specs.
 - ``judge_endpoint`` (``str``, default ``""``: off), ``judge_model`` (``str``), ``judge_weight`` (``float``, default
   ``0.5``, in ``[0, 1]``), ``judge_samples`` (``int``, default ``1``), ``judge_request_key`` (``str``, default
   ``"instruction"``): with an OpenAI-compatible endpoint, a response that compiles, renders (``render=True`` is
@@ -142,7 +145,7 @@ from bot_grpo_verl.options import options_from_kwargs
 from bot_grpo_verl.rewards.node_worker import CheckerError, CheckerSetupError, WorkerClient, shared  # noqa: F401  (the errors are this reward's API)
 from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
 from bot_grpo_verl.rewards.react_render import render_flags, screenshot_png, shared_renderer
-from bot_grpo_verl.rewards.react_requirements import ReactSpec, check_requirements
+from bot_grpo_verl.rewards.react_requirements import ReactSpec, check_requirements, spec_from_reference
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +178,7 @@ class Options:
     max_line_chars: int = 2_000
     max_diagnostics: int = 20
     render: bool = False
+    requirements: bool = True
     judge_endpoint: str = ""
     judge_model: str = ""
     judge_weight: float = 0.5
@@ -217,8 +221,9 @@ def parse_options(kwargs: dict) -> Options:
     _check_positive_int("max_code_chars", options.max_code_chars)
     _check_positive_int("max_line_chars", options.max_line_chars)
     _check_positive_int("max_diagnostics", options.max_diagnostics)
-    if not isinstance(options.render, bool):
-        raise ValueError(f"render={options.render!r} must be a bool")
+    for name in ("render", "requirements"):
+        if not isinstance(getattr(options, name), bool):
+            raise ValueError(f"{name}={getattr(options, name)!r} must be a bool")
     _check_number("judge_weight", options.judge_weight, 0.0, 1.0)
     _check_positive_int("judge_samples", options.judge_samples)
     if options.judge_endpoint and not (options.render and options.judge_model):
@@ -653,7 +658,7 @@ def with_judge(result: dict, extra_info, code: str | None, screenshot: bytes | N
 def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
     """The TSX compile reward of ``solution_str`` (a dict, see the module docstring); thread-safe."""
     options = parse_options(kwargs)
-    spec = ReactSpec.from_extra_info(extra_info)
+    spec = ReactSpec.from_extra_info(extra_info) if options.requirements else None
     blocks, final = precheck(solution_str, options)
     if final is not None:
         return with_judge(unchecked(blocks, final, spec, options), extra_info, None, None, options)
@@ -673,11 +678,20 @@ def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=
     return with_judge(result, extra_info, codes[-1], render_answer and screenshot_png(render_answer), options)
 
 
+def reference_spec(reference: str) -> dict:
+    """The ``react_spec`` of a reference solution: :func:`spec_from_reference` of its outline (TypeScript's parse);
+    ``ValueError`` if it does not compile."""
+    answer = shared_checker().check([reference], "syntax", False, 20, 60.0, outline=True)[0]
+    if not answer["ok"] or answer.get("outline") is None:
+        raise ValueError(f"the reference solution does not compile: {reference[:120]!r}")
+    return spec_from_reference(answer["outline"])
+
+
 async def compute_score_async(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
     """:func:`compute_score` for verl's event loop (``name=compute_score_async``); never blocks the loop
     except for the first call of a process, which starts the worker."""
     options = parse_options(kwargs)
-    spec = ReactSpec.from_extra_info(extra_info)
+    spec = ReactSpec.from_extra_info(extra_info) if options.requirements else None
     blocks, final = precheck(solution_str, options)
     judged = functools.partial(with_judge, extra_info=extra_info, options=options)
     loop = asyncio.get_running_loop()

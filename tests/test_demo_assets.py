@@ -12,6 +12,7 @@ import torch
 from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2ForCausalLM
 
+from bot_grpo_verl.rewards.react_requirements import SPEC_KEY, ReactSpec
 from demo import assets, react_corpus, sft, tasks
 from demo.assets import build_assets
 from demo.settings import DemoSettings
@@ -153,6 +154,16 @@ def test_verls_rlhf_dataset_reads_the_parquet_with_the_built_tokenizer(built, tm
     row = frame.iloc[0]
     assert item["data_source"] == tasks.DATA_SOURCE and item["index"] == 0
     assert item["reward_model"]["ground_truth"] == row.reward_model["ground_truth"]
+    # the row's requirement spec reaches the reward as verl reads it back, and its own reference meets it
+    spec = ReactSpec.from_extra_info(item["extra_info"])
+    assert spec == ReactSpec.from_extra_info(
+        {SPEC_KEY: tasks.react_reward().reference_spec(item["reward_model"]["ground_truth"])}
+    )
+    assert spec.component == item["extra_info"]["component"] and spec.elements
+    reward = tasks.react_reward().compute_score(
+        tasks.DATA_SOURCE, f"```tsx\n{row.reward_model['ground_truth']}```", None, item["extra_info"]
+    )
+    assert reward["score"] == 1.0 and reward["requirements_met"] == 1
     text = tokenizer.apply_chat_template(item["raw_prompt"], add_generation_prompt=True, tokenize=False)
     assert text == f"<|im_start|>user\n{row.prompt[0]['content']}<|im_end|>\n<|im_start|>assistant\n"
     ids = prompt_ids(tokenizer, row.prompt[0]["content"])

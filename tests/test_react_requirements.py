@@ -109,3 +109,23 @@ def test_each_demo_reference_meets_its_own_spec_and_other_kinds_do_not():
     for example, spec in zip(corpus, specs[1:] + specs[:1], strict=True):
         if spec["component"] != example.name:
             assert score(example.code, spec)["score"] == 0.0  # another request's answer
+
+
+def test_requirements_false_scores_compilation_alone_on_a_row_with_a_spec():
+    template = "export function ShopList() { return <div>Hello</div>; }\n"
+    assert score(template, SPEC)["score"] == 0.0
+    ignored = score(template, SPEC, requirements=False)
+    assert ignored["score"] == 1.0 and "requirements_met" not in ignored
+    with pytest.raises(ValueError, match="requirements='no' must be a bool"):
+        score(LIST, SPEC, requirements="no")
+
+
+def test_a_spec_read_back_from_parquet_or_with_numpy_values_is_the_same_spec(tmp_path):
+    pd = pytest.importorskip("pandas")
+    np = pytest.importorskip("numpy")
+    path = tmp_path / "rows.parquet"
+    pd.DataFrame({"extra_info": [{SPEC_KEY: SPEC}]}).to_parquet(path)
+    read = pd.read_parquet(path).extra_info[0]  # its lists come back as numpy arrays
+    assert ReactSpec.from_extra_info(read) == ReactSpec.from_extra_info({SPEC_KEY: SPEC})
+    numpy_spec = {**SPEC, "only_elements": np.bool_(True), "elements": np.array(SPEC["elements"])}
+    assert ReactSpec.from_extra_info({SPEC_KEY: numpy_spec}) == ReactSpec.from_extra_info({SPEC_KEY: SPEC})
