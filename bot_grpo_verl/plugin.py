@@ -52,7 +52,7 @@ def register() -> None:
     # verl's registry accepts the same function again and refuses a different one under our names.
     for name, estimator in estimators().items():
         register_adv_est(name)(estimator)
-    apply_adapters(selects_plugin)
+    apply_adapters(selects_plugin, frozenset(estimators()))
 
 
 try:

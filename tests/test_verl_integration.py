@@ -44,7 +44,7 @@ def test_verl_compute_advantage_dispatches_to_bot_grpo(weighting):
 def test_verl_v1_multi_trajectory_path_gives_the_reference():
     config = verl_config("algorithm.adv_estimator=bot_grpo", "algorithm.norm_adv_by_std_in_grpo=false").algorithm
     rewards, mask, index = random_batch(torch.Generator().manual_seed(8))
-    batch_keys = [f"{uid}_0_{row}" for row, uid in enumerate(index)]  # V1's {uid}_{session}_{index}
+    batch_keys = [f"{uid}_{row}_0" for row, uid in enumerate(index)]  # V1: {uid}_{session}_{index}, one output each
     data = compute_advantage_for_multi_trajectories(
         data_proto(rewards, mask, index),
         batch_keys=batch_keys,

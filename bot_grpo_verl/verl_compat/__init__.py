@@ -8,20 +8,25 @@ here touches its internals, after checking with :func:`~.guard.require` that the
 - :mod:`.agent_loop`: token rewards into ``rm_scores`` (``AgentLoopOutput.as_dict``);
 - :mod:`.metrics`: reward extra info in the training metrics (``PPOTrainer._compute_metrics``), for
   the runs that select the plugin only;
+- :mod:`.sessions`: multi-output agent sessions counted once by the plugin's estimators
+  (``compute_advantage_for_multi_trajectories``), for the runs with a plugin estimator only;
 - :mod:`.token_dump`: token ids, rewards and advantages beside verl's rollout dump
   (``PPOTrainer._log_rollout_data``), for the runs that select the plugin only;
 - :mod:`.cpu_platform` and :mod:`.cpu_patches`: the CPU mode (:mod:`bot_grpo_verl.cpu`) only, which also
   applies :mod:`.validation_metrics` (verl's validation bootstrap vectorised: same numbers, less time).
 
-:func:`apply_adapters` applies the first three once per process (the plugin calls it on ``import verl``).
+:func:`apply_adapters` applies the first four once per process (the plugin calls it on ``import verl``).
 Importing this package does not import verl.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from bot_grpo_verl.verl_compat.agent_loop import adapt_agent_loop_output
 from bot_grpo_verl.verl_compat.guard import SUPPORTED_VERL, UnsupportedVerl, check_verl_version, installed_verl_version
 from bot_grpo_verl.verl_compat.metrics import RunSelector, adapt_training_metrics, reward_extra_metrics
+from bot_grpo_verl.verl_compat.sessions import adapt_multi_output_sessions
 from bot_grpo_verl.verl_compat.token_dump import adapt_rollout_dump
 
 __all__ = [
@@ -35,14 +40,16 @@ __all__ = [
 ]
 
 
-def apply_adapters(selects: RunSelector) -> None:
+def apply_adapters(selects: RunSelector, estimator_names: Collection[str]) -> None:
     """Check verl's version and apply the adapters of the reward path (idempotent).
 
     Args:
         selects: whether a run uses the plugin, from its estimator name and reward manager class; the
             training-metrics adapter acts on those runs only.
+        estimator_names: the plugin's estimators, which the multi-output sessions adapter acts on.
     """
     check_verl_version()
     adapt_agent_loop_output()
+    adapt_multi_output_sessions(estimator_names)
     adapt_training_metrics(selects)
     adapt_rollout_dump(selects)
