@@ -154,9 +154,17 @@ def render_html(views: list[TokenView], path: Path) -> None:
     path.write_text("\n".join(parts), encoding="utf-8")
 
 
+def cell_label(piece: str) -> str:
+    """A token's text as a PNG cell shows it: at most 2 characters (a longer one cut to 1 and ``…``), spaces as
+    ``·``, newlines as ``↵``, tabs as ``→``."""
+    shown = piece.replace(" ", "·").replace("\n", "↵").replace("\t", "→")
+    return shown if len(shown) <= 2 else shown[:1] + "…"
+
+
 def render_png(views: list[TokenView], path: Path, max_tokens: int = 120) -> None:
     """Reward and advantage of the first ``max_tokens`` tokens of each rollout, as two heat-map rows each, each
-    kind on its own colour scale, groups separated by a line."""
+    kind on its own colour scale, groups separated by a line, each reward cell labelled with its token's text
+    (:func:`cell_label`; a cell is 0.12 inch wide up to 183 columns)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,6 +186,9 @@ def render_png(views: list[TokenView], path: Path, max_tokens: int = 120) -> Non
     for row in range(1, len(views)):
         if views[row].group != views[row - 1].group:
             axis.axhline(2 * row - 0.5, color="black", linewidth=1.5)
+    for row, view in enumerate(views):
+        for column, piece in enumerate(view.pieces[:width]):
+            axis.text(column, 2 * row, cell_label(piece), ha="center", va="center", fontsize=5, clip_on=True)
     axis.set_yticks(
         range(len(rewards)), [f"#{r // 2} {'reward' if r % 2 == 0 else 'advantage'}" for r in range(len(rewards))]
     )

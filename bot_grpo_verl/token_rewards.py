@@ -150,7 +150,8 @@ def _parse_spans(spans, text_length: int) -> tuple[Span, ...]:
         end = _index(span[1], "span {} char_end", number)
         if not 0 <= start <= end <= text_length:
             raise ValueError(
-                f"span {number} {span!r} is out of range or reversed: need 0 <= start <= end <= {text_length}"
+                f"span {number} {span!r} is out of range or reversed: need 0 <= start <= end <= {text_length} "
+                "(character offsets into the decoded response string, not byte or token offsets)"
             )
         parsed.append((start, end, _number(span[2], "span {} value", number)))
     return tuple(parsed)

@@ -71,8 +71,9 @@ def problem_index(assets, splits: tuple[str, ...]) -> dict[str, tuple[str, int]]
 
 
 def solved(sample: dict) -> bool:
-    """A validation sample the reward counts as a success (``acc > 0.5``)."""
-    return float(sample["acc"]) > 0.5
+    """A validation sample the reward counts as a success: ``acc > 0.5``, or ``score > 0.5`` for a reward
+    without ``acc``."""
+    return float(sample["acc"] if "acc" in sample else sample["score"]) > 0.5
 
 
 def held_out_counts(

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,14 +34,23 @@ import numpy as np
 from bot_grpo_verl import heatmap
 from demo.assets import build_assets
 from demo.held_out import HeldOutCurve, Validation, mean_interval, problem_index, solved, validation_overrides
-from demo.tasks import REACT_COMPILE_ONLY, REACT_TSX
+from demo.tasks import (
+    ARITHMETIC,
+    ARITHMETIC_HARD,
+    ARITHMETIC_STEPS,
+    REACT,
+    REACT_COMPILE_ONLY,
+    REACT_TSX,
+    TASKS,
+)
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
 COMPILE_RATE = "reward_extra/compiled/mean"
 REACT_SUCCESS = (COMPILE_RATE, "compile rate")  # the React task's success metric and its name on screen
+SCORE_SUCCESS = ("critic/score/mean", "mean score")  # any reward's: the mean sequence score of the rollouts
 TOKEN_REWARD = "reward_extra/token_reward_mean/mean"
 STEP_TIME = "timing_s/step"
-HELD_OUT_RATE = re.compile(r"val-core/.+/acc/mean@\d+")
+HELD_OUT_RATE = re.compile(r"val-core/.+/(acc|reward)/mean@\d+")
 MAX_RESPONSE_LENGTH = 160
 PROMPTS_PER_STEP = 8  # prompts (groups of rollouts) per training step
 SMOOTHING = 5
@@ -87,9 +97,12 @@ def merge_presets(overrides: list[str]) -> list[str]:
     return [f"+preset=[{','.join(dict.fromkeys(names))}]", *rest]
 
 
-def demo_overrides(assets, algorithm: str, steps: int, out: Path, seed: int, validation: Validation) -> list[str]:
-    """One demo run: CPU preset and base settings, held-out validation, the React/TSX reward as
-    ``algorithm`` consumes it, and the algorithm's own keys (from the recipes' one table)."""
+def demo_overrides(
+    assets, algorithm: str, steps: int, out: Path, seed: int, validation: Validation, reward: DemoReward | None = None
+) -> list[str]:
+    """One demo run: CPU preset and base settings, held-out validation, the reward (default: the React/TSX compile
+    reward) as ``algorithm`` consumes it, and the algorithm's own keys (from the recipes' one table)."""
+    reward = reward or REACT_REWARD
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; choose from {sorted(ALGORITHMS)}")
     return merge_presets(
@@ -97,7 +110,7 @@ def demo_overrides(assets, algorithm: str, steps: int, out: Path, seed: int, val
             "+preset=cpu",
             *base_overrides(assets, steps, out, seed),
             *validation_overrides(assets, validation, out),
-            *reward_function_overrides(REACT_TSX, REACT_COMPILE_ONLY, ALGORITHMS[algorithm].reward),
+            *reward_function_overrides(reward.path, reward.options, ALGORITHMS[algorithm].reward, reward.name),
             *algorithm_keys(algorithm, MAX_RESPONSE_LENGTH),
             f"trainer.experiment_name={algorithm}-seed{seed}",
         ]
@@ -226,26 +239,32 @@ class DemoRun:
 
     Attributes:
         algorithm: its name in the recipes' table.
-        train_steps, train_rate: ``(S,)`` training steps and the compile rate of their rollouts.
-        held_out: the held-out validations (see :class:`HeldOutCurve`), samples counted when they compile.
-        as_asked: the same validations, samples counted when they compile as asked (:func:`compiles_as_asked`).
+        train_steps, train_rate: ``(S,)`` training steps and the success metric of their rollouts
+            (:attr:`DemoReward.success`: the compile rate for the React reward).
+        held_out: the held-out validations (see :class:`HeldOutCurve`), samples counted when the reward calls them
+            a success (:func:`demo.held_out.solved`).
+        as_asked: the same validations, samples counted when they compile as asked (:func:`compiles_as_asked`); None
+            for a reward without that measure.
     """
 
     algorithm: str
     train_steps: list[float]
     train_rate: list[float]
     held_out: HeldOutCurve
-    as_asked: HeldOutCurve
+    as_asked: HeldOutCurve | None
 
 
-def read_run(algorithm: str, out: Path, problems: dict[str, tuple[str, int]], split: str) -> DemoRun:
-    """The finished run in ``out``: its training compile rates and the ``split`` validations it dumped."""
+def read_run(
+    algorithm: str, out: Path, problems: dict[str, tuple[str, int]], split: str, reward: DemoReward | None = None
+) -> DemoRun:
+    """The finished run in ``out``: its training success rates and the ``split`` validations it dumped."""
+    reward = reward or REACT_REWARD
+    key = reward.success[0]
     rows = training_rows(read_metrics(out / "metrics.jsonl"))
-    steps = [float(row["step"]) for row in rows if COMPILE_RATE in row]
-    rates = [float(row[COMPILE_RATE]) for row in rows if COMPILE_RATE in row]
-    held_out, as_asked = (
-        HeldOutCurve.read(out / "validation", problems, split, success) for success in (solved, compiles_as_asked)
-    )
+    steps = [float(row["step"]) for row in rows if key in row]
+    rates = [float(row[key]) for row in rows if key in row]
+    held_out = HeldOutCurve.read(out / "validation", problems, split)
+    as_asked = HeldOutCurve.read(out / "validation", problems, split, reward.as_asked) if reward.as_asked else None
     return DemoRun(algorithm, steps, rates, held_out, as_asked)
 
 
@@ -260,6 +279,53 @@ def compiles_as_asked(sample: dict) -> bool:
     return solved(sample) and jsx_elements(sample["output"]) == jsx_elements(sample["gts"])
 
 
+@dataclass(frozen=True)
+class DemoReward:
+    """The reward a demo run trains on, and how the demo shows its success.
+
+    Attributes:
+        path (`Path`): the reward file (verl's ``reward.custom_reward_function.path``).
+        name (`str`, defaults to `"compute_score"`): its function.
+        options (`tuple[tuple[str, str], ...]`, defaults to `()`): its ``reward_kwargs``, hydra values.
+        success (`tuple[str, str]`, defaults to :data:`SCORE_SUCCESS`): the training rollouts' success metric (verl's
+            key) and its name on screen and in the plot.
+        held_out (`str`, defaults to `"success rate (acc, else score, above 0.5)"`): what the held-out rate counts
+            (:func:`demo.held_out.solved`), on screen.
+        as_asked (`Callable[[dict], bool] | None`, defaults to `None`): a stricter held-out success, shown beside the
+            reward's own (:func:`compiles_as_asked` for the React reward).
+    """
+
+    path: Path
+    name: str = "compute_score"
+    options: tuple[tuple[str, str], ...] = ()
+    success: tuple[str, str] = SCORE_SUCCESS
+    held_out: str = "success rate (acc, else score, above 0.5)"
+    as_asked: Callable[[dict], bool] | None = None
+
+
+REACT_REWARD = DemoReward(
+    REACT_TSX, "compute_score", REACT_COMPILE_ONLY, REACT_SUCCESS, REACT_SUCCESS[1], compiles_as_asked
+)
+ARITHMETIC_REWARD = DemoReward(ARITHMETIC_STEPS, success=("reward_extra/acc/mean", "solve rate"), held_out="solve rate")
+TASK_REWARDS = {REACT.name: REACT_REWARD, ARITHMETIC.name: ARITHMETIC_REWARD, ARITHMETIC_HARD.name: ARITHMETIC_REWARD}
+
+
+def user_reward(spec: str, options: list[str]) -> DemoReward:
+    """The reward of ``--reward PATH[:FUNCTION]`` with ``--reward-option KEY=VALUE`` options.
+
+    Raises:
+        ValueError: the file is missing, or an option is not ``KEY=VALUE``.
+    """
+    path, _, name = spec.partition(":")
+    if not Path(path).is_file():
+        raise ValueError(f"--reward {spec}: no reward file {path}")
+    pairs = [option.partition("=") for option in options]
+    bad = [option for option, (key, equals, _) in zip(options, pairs, strict=True) if not key or not equals]
+    if bad:
+        raise ValueError(f"--reward-option must be KEY=VALUE, got {bad}")
+    return DemoReward(Path(path).resolve(), name or "compute_score", tuple((key, value) for key, _, value in pairs))
+
+
 def change_line(name: str, curve: HeldOutCurve) -> str:
     """``  NAME: step A rate ± h -> step B rate ± h; change d ± h`` of one held-out curve."""
     start, end = (mean_interval(curve.rates[index]) for index in (0, -1))
@@ -270,14 +336,14 @@ def change_line(name: str, curve: HeldOutCurve) -> str:
     )
 
 
-def summary_lines(runs: list[DemoRun], split: str) -> list[str]:
-    """The demo's last words: per run the held-out rate at the first and last validation and the change,
-    with two or more runs each one's difference from the first at the last validation (paired by prompt),
-    then per run the same change counting only samples that compile as asked; every ``±`` is a 95% interval
-    over prompts."""
+def summary_lines(runs: list[DemoRun], split: str, label: str = REACT_SUCCESS[1]) -> list[str]:
+    """The demo's last words: per run the held-out rate (``label``) at the first and last validation and the
+    change, with two or more runs each one's difference from the first at the last validation (paired by prompt),
+    then (where measured) per run the same change counting only samples that compile as asked; every ``±`` is a
+    95% interval over prompts."""
     first = runs[0].held_out
     lines = [
-        f"held-out compile rate, {first.rates.shape[1]} {split} prompts x {first.samples} samples at temperature 1 "
+        f"held-out {label}, {first.rates.shape[1]} {split} prompts x {first.samples} samples at temperature 1 "
         "(± 95% interval over prompts):",
         *(change_line(run.algorithm, run.held_out) for run in runs),
     ]
@@ -287,6 +353,8 @@ def summary_lines(runs: list[DemoRun], split: str) -> list[str]:
             f"  {run.algorithm} - {runs[0].algorithm} at step {run.held_out.steps[-1]}: "
             f"{difference[0]:+.3f} ± {difference[1]:.3f}"
         )
+    if runs[0].as_asked is None:
+        return lines
     lines.append("compiles as asked (the requested component's JSX elements; a template ignoring the prompt fails):")
     return lines + [change_line(run.algorithm, run.as_asked) for run in runs]
 
@@ -302,15 +370,15 @@ def curve_summary(curve: HeldOutCurve) -> dict:
     }
 
 
-def summary(runs: list[DemoRun], split: str) -> dict:
-    """``summary.json``: per algorithm the held-out compile rate and compiles-as-asked curves with their
-    changes, and the training curve."""
+def summary(runs: list[DemoRun], split: str, success: tuple[str, str] = REACT_SUCCESS) -> dict:
+    """``summary.json``: per algorithm the held-out success and (where measured) compiles-as-asked curves with
+    their changes, and the training curve of the ``success`` metric (named by its label, e.g. ``compile_rate``)."""
     result = {"split": split, "prompts": int(runs[0].held_out.rates.shape[1]), "samples": runs[0].held_out.samples}
     for run in runs:
         result[run.algorithm] = {
             "held_out": curve_summary(run.held_out),
-            "as_asked": curve_summary(run.as_asked),
-            "train": {"steps": run.train_steps, "compile_rate": run.train_rate},
+            **({"as_asked": curve_summary(run.as_asked)} if run.as_asked is not None else {}),
+            "train": {"steps": run.train_steps, success[1].replace(" ", "_"): run.train_rate},
         }
     return result
 
@@ -324,10 +392,10 @@ def moving_average(curve: Curve, window: int) -> Curve:
     return list(steps[window - 1 :]), [float(value) for value in averaged]
 
 
-def plot(runs: list[DemoRun], split: str, path: Path) -> None:
-    """Held-out compile rate per validation with its 95% interval (band), the held-out share that compiles as
-    asked (dotted), and the training rollouts' compile rate, raw (dots) and as a ``SMOOTHING``-step moving
-    average (dashed), one colour per run."""
+def plot(runs: list[DemoRun], split: str, path: Path, label: str = REACT_SUCCESS[1], title: str = "") -> None:
+    """Held-out success (``label``, e.g. compile rate) per validation with its 95% interval (band), the held-out
+    share that compiles as asked (dotted, where measured), and the training rollouts' success metric, raw (dots) and
+    as a ``SMOOTHING``-step moving average (dashed), one colour per run; ``title`` names what is learned."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -343,21 +411,26 @@ def plot(runs: list[DemoRun], split: str, path: Path) -> None:
         steps = run.held_out.steps
         axis.fill_between(steps, low, high, color=colour, alpha=0.2, linewidth=0)
         axis.plot(steps, means, marker="o", color=colour, label=f"{run.algorithm}: held-out ({split} prompts)")
-        as_asked = [mean_interval(rates)[0] for rates in run.as_asked.rates]
-        axis.plot(steps, as_asked, ":", marker="s", color=colour, label=f"{run.algorithm}: held-out, compiles as asked")
+        if run.as_asked is not None:
+            as_asked = [mean_interval(rates)[0] for rates in run.as_asked.rates]
+            axis.plot(
+                steps, as_asked, ":", marker="s", color=colour, label=f"{run.algorithm}: held-out, compiles as asked"
+            )
         axis.plot(run.train_steps, run.train_rate, ".", color=colour, alpha=0.25)
         smooth_steps, smooth = moving_average((run.train_steps, run.train_rate), SMOOTHING)
         axis.plot(
             smooth_steps, smooth, "--", color=colour, label=f"{run.algorithm}: training rollouts, {SMOOTHING}-step mean"
         )
-    axis.set_ylim(0, 1)
+    if label.endswith("rate"):
+        axis.set_ylim(0, 1)
     axis.set_xlabel("training step")
-    axis.set_ylabel("compile rate")
+    axis.set_ylabel(label)
     axis.grid(alpha=0.3)
     axis.legend(loc="lower right", fontsize=8)
     held_out = runs[0].held_out
     axis.set_title(
-        f"Tiny Qwen2 learning React/TSX on CPU: held-out compile rate\n({held_out.rates.shape[1]} {split} prompts x "
+        f"Tiny Qwen2 learning {title or 'React/TSX'} on CPU: held-out {label}\n"
+        f"({held_out.rates.shape[1]} {split} prompts x "
         f"{held_out.samples} samples, band: 95% interval over prompts)",
         fontsize=10,
     )
@@ -389,6 +462,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("val", "test"), default=DEMO_VALIDATION.splits[0], help="held-out split")
     parser.add_argument("--val-every", type=int, default=DEMO_VALIDATION.every, help="validate every N steps")
     parser.add_argument("--val-n", type=int, default=DEMO_VALIDATION.samples, help="samples per held-out prompt")
+    parser.add_argument("--task", choices=sorted(TASKS), default=REACT.name, help="the demo data (and its reward)")
+    parser.add_argument(
+        "--reward", metavar="PATH[:FUNCTION]", help="train on your reward file instead (function compute_score)"
+    )
+    parser.add_argument(
+        "--reward-option", action="append", default=[], metavar="KEY=VALUE", help="a reward_kwargs entry (repeat)"
+    )
     parser.add_argument("overrides", nargs="*", help="extra hydra overrides for verl")
     args = parser.parse_args(argv)
 
@@ -396,24 +476,38 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(algorithms) - set(ALGORITHMS))
     if not algorithms or unknown:
         parser.error(f"unknown or no algorithm(s) {unknown}; choose from {sorted(ALGORITHMS)}")
+    if args.reward_option and not args.reward:
+        parser.error("--reward-option needs --reward")
+    try:
+        reward = user_reward(args.reward, args.reward_option) if args.reward else TASK_REWARDS[args.task]
+    except ValueError as error:
+        parser.error(str(error))
+    label = reward.success[1]
     validation = Validation((args.split,), args.val_every, args.val_n)
     out = args.out.resolve()
-    assets = build_assets(args.cache_dir)
-    print(f"assets: {assets.root} (SFT warm start compile rate {assets.metrics.get('compile_rate')})", flush=True)
+    assets = build_assets(args.cache_dir, task=TASKS[args.task])
+    warm = {key: value for key, value in assets.metrics.items() if key in ("compile_rate", "accuracy")}
+    print(f"assets: {assets.root} (SFT warm start {warm})", flush=True)
+    print(f"reward: {reward.path}:{reward.name} {dict(reward.options)}; tokenizer: {assets.tokenizer_dir}", flush=True)
     problems = problem_index(assets, validation.splits)
     runs = []
     started = time.monotonic()
     for algorithm in algorithms:
         folder = out / algorithm
-        overrides = [*demo_overrides(assets, algorithm, args.steps, folder, args.seed, validation), *args.overrides]
-        print(f"{algorithm}: {args.steps} steps, validating every {args.val_every}; log {folder}/verl.log", flush=True)
-        run_verl(overrides, folder, args.steps, label=f"{algorithm}  ")
+        overrides = demo_overrides(assets, algorithm, args.steps, folder, args.seed, validation, reward)
+        print(
+            f"{algorithm}: {args.steps} steps, validating every {args.val_every}; log {folder}/verl.log; rollouts "
+            f"(the heat-map's input) {folder}/rollouts",
+            flush=True,
+        )
+        run_verl([*overrides, *args.overrides], folder, args.steps, label=f"{algorithm}  ", success=reward.success)
         write_heatmap(folder, args.steps, assets.tokenizer_dir)
-        runs.append(read_run(algorithm, folder, problems, args.split))
-    plot(runs, args.split, out / "demo.png")
-    (out / "summary.json").write_text(json.dumps(summary(runs, args.split), indent=1) + "\n")
+        runs.append(read_run(algorithm, folder, problems, args.split, reward))
+    title = f"{Path(args.reward).name} on {args.task}" if args.reward else args.task
+    plot(runs, args.split, out / "demo.png", label, title)
+    (out / "summary.json").write_text(json.dumps(summary(runs, args.split, reward.success), indent=1) + "\n")
     print(f"done in {time.monotonic() - started:.0f} s; plot {out / 'demo.png'}, summary {out / 'summary.json'}")
-    print("\n".join(summary_lines(runs, args.split)))
+    print("\n".join(summary_lines(runs, args.split, reward.held_out)))
     return 0
 
 

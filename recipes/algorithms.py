@@ -339,14 +339,16 @@ def base_overrides(task_name: str, model_name: str, seed: int, data_dir: Path) -
     ]
 
 
-def reward_function_overrides(function: Path, options: tuple[tuple[str, str], ...], reward: str) -> list[str]:
-    """A token-level reward function (file ``function`` with ``reward_kwargs`` ``options``) as an algorithm
-    of kind ``reward`` consumes it (see :class:`Algorithm`)."""
+def reward_function_overrides(
+    function: Path, options: tuple[tuple[str, str], ...], reward: str, name: str = "compute_score"
+) -> list[str]:
+    """A token-level reward function (``name`` in file ``function``, with ``reward_kwargs`` ``options``) as an
+    algorithm of kind ``reward`` consumes it (see :class:`Algorithm`)."""
     kwargs = [f"+reward.custom_reward_function.reward_kwargs.{key}={value}" for key, value in options]
     if reward == "token":
         return [
             f"reward.custom_reward_function.path={function}",
-            "reward.custom_reward_function.name=compute_score",
+            f"reward.custom_reward_function.name={name}",
             *kwargs,
         ]
     if reward == "outcome":
@@ -354,6 +356,11 @@ def reward_function_overrides(function: Path, options: tuple[tuple[str, str], ..
             f"reward.custom_reward_function.path={OUTCOME_REWARD}",
             "reward.custom_reward_function.name=compute_score",
             f"+reward.custom_reward_function.reward_kwargs.token_reward_path={function}",
+            *(
+                [f"+reward.custom_reward_function.reward_kwargs.token_reward_name={name}"]
+                if name != "compute_score"
+                else []
+            ),
             *kwargs,
         ]
     raise ValueError(f"reward must be one of {REWARD_KINDS}, got {reward!r}")

@@ -93,7 +93,11 @@ REFUSED = [  # (returned value, token count, the error it must give)
     ({"score": 1, "spans": [(0, np.float64(2), 1.0)]}, None, "span 0 char_end must be an integer .*got float64"),
     ({"score": 1, "spans": [(3, 2, 1.0)]}, None, r"span 0 \(3, 2, 1.0\) is out of range or reversed"),
     ({"score": 1, "spans": [(-1, 2, 1.0)]}, None, "span 0 .* out of range or reversed: need 0 <= start"),
-    ({"score": 1, "spans": [(0, 11, 1.0)]}, None, "span 0 .* out of range or reversed: need .* <= 10"),
+    (
+        {"score": 1, "spans": [(0, 11, 1.0)]},
+        None,
+        r"span 0 .* out of range or reversed: need .* <= 10 \(character offsets",
+    ),
     ({"score": 1, "spans": [(0, 2)]}, None, r"span 0 must be \(char_start, char_end, value\), got tuple"),
     ({"score": 1, "spans": [np.array([0, 2, 1])]}, None, r"span 0 must be \(char_start, char_end, value\)"),
     ({"score": 1, "spans": ["0,2"]}, None, r"span 0 must be \(char_start, char_end, value\), got str"),

@@ -14,6 +14,7 @@ from PIL import Image
 
 from demo import run
 from demo.held_out import HeldOutCurve, Validation, mean_interval
+from recipes.algorithms import OUTCOME_REWARD
 
 PROMPTS = ("Write a React component `A`.", "Write a React component `AB`.", "Write a React component `C`.")
 PROBLEMS = {prompt: ("test", row) for row, prompt in enumerate(PROMPTS)}
@@ -161,3 +162,33 @@ def test_a_run_that_logs_nothing_for_too_long_is_stopped_with_everything_it_star
     steady = f"for i in 1 2 3 4 5 6; do echo step >> {progress}; sleep 0.5; done; exit 3"
     with open(tmp_path / "log", "w") as log:  # slower than the stall limit in all, but never silent that long
         assert run.wait_logging(["bash", "-c", steady], log, {}, progress, stall_seconds=1.5) == 3
+
+
+def test_a_users_reward_file_function_and_options_reach_verl(tmp_path):
+    reward_file = tmp_path / "my_reward.py"
+    reward_file.write_text(
+        "def score_it(data_source, solution_str, ground_truth, extra_info=None, **kw):\n    return 1.0\n"
+    )
+    reward = run.user_reward(f"{reward_file}:score_it", ["scale=2.0", "mode=strict"])
+    assert reward == run.DemoReward(reward_file, "score_it", (("scale", "2.0"), ("mode", "strict")))
+    validation = Validation(("test",), every=10, samples=4)
+    for algorithm, path in (("bot_grpo", str(reward_file)), ("grpo", str(OUTCOME_REWARD))):
+        config = verl_config(*run.demo_overrides(ASSETS, algorithm, 60, tmp_path, 3, validation, reward))
+        function = config.reward.custom_reward_function
+        assert function.path == path and function.reward_kwargs.scale == 2.0 and function.reward_kwargs.mode == "strict"
+        assert function.name == "score_it" if algorithm == "bot_grpo" else function.reward_kwargs.token_reward_name
+    assert run.user_reward(str(reward_file), []).name == "compute_score"
+    with pytest.raises(ValueError, match="no reward file"):
+        run.user_reward(str(tmp_path / "missing.py"), [])
+    with pytest.raises(ValueError, match=r"KEY=VALUE, got \['scale'\]"):
+        run.user_reward(str(reward_file), ["scale"])
+
+
+def test_a_reward_without_acc_counts_its_score_and_shows_no_as_asked_lines(tmp_path):
+    plain = run.DemoRun("bot_grpo", [1.0], [0.5], demo_run("x", [[0.0, 1.0], [1.0, 1.0]]).held_out, None)
+    lines = run.summary_lines([plain], "test", run.DemoReward(Path("r.py")).held_out)
+    assert lines[0].startswith("held-out success rate (acc, else score, above 0.5), 2 test prompts")
+    assert len(lines) == 2 and "as_asked" not in run.summary([plain], "test", run.SCORE_SUCCESS)["bot_grpo"]
+    assert run.solved({"score": 0.9}) and not run.solved({"score": 0.9, "acc": 0.0})
+    run.plot([plain], "test", tmp_path / "demo.png", run.SCORE_SUCCESS[1], "my_reward.py on react_tsx")
+    assert (tmp_path / "demo.png").stat().st_size > 0

@@ -120,3 +120,10 @@ def test_token_dump_rows_keep_valid_tokens_in_verls_order():
     assert [row["key"] for row in rows] == ["a_0_0", "a_0_1", "a_1_0", "b_0_0"]
     assert [row["response_ids"] for row in rows] == [[], [20, 21], [10], [0, 1, 2]]
     assert rows[1]["token_rewards"] == [2.0, 2.0] and rows[1]["advantages"] == [-2.0, -2.0]
+
+
+@pytest.mark.parametrize(
+    ("piece", "label"), [("ab", "ab"), (" x", "·x"), ("\n", "↵"), ("\treturn", "→…"), ("", ""), ("😀", "😀")]
+)
+def test_png_cells_show_at_most_two_characters_of_their_token(piece, label):
+    assert heatmap.cell_label(piece) == label
