@@ -84,7 +84,6 @@ def judge(script=("ok",), reply=lambda prompt: "Looks right.\nSCORE: 7", **optio
     try:
         yield client, server
     finally:
-        client.close()
         server.shutdown()
         server.server_close()
 
