@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import socket
 import threading
 import time
@@ -129,6 +130,15 @@ _client: httpx.Client | None = None
 _client_lock = threading.Lock()
 
 
+def _forget_in_child() -> None:
+    """A forked child makes its own client (the parent's lock may have been held by another thread)."""
+    global _client, _client_lock
+    _client, _client_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def _http() -> httpx.Client:
     """The process's ``httpx`` client: no keep-alive (each attempt's socket is its own, for the watchdog), no
     redirects followed, no proxies from the environment."""
@@ -169,11 +179,12 @@ class _Watchdog:
 def attempt(url: str, payload: bytes | None, timeout_s: float, max_bytes: int) -> tuple[int, str | None, bytes]:
     """One attempt, a POST of ``payload`` (a GET when it is None): the status, the ``Location`` header and the
     body (cut after ``max_bytes + 1`` bytes); raises :class:`Retryable`."""
+    client = _http()  # made before the deadline runs: the first call loads the TLS certificates
+    method, headers = ("GET", {}) if payload is None else ("POST", {"Content-Type": "application/json"})
     watchdog = _Watchdog(timeout_s)
     watchdog.timer.start()
-    method, headers = ("GET", {}) if payload is None else ("POST", {"Content-Type": "application/json"})
     try:
-        with _http().stream(
+        with client.stream(
             method, url, content=payload, headers=headers, timeout=timeout_s, extensions={"trace": watchdog.trace}
         ) as response:
             data = bytearray()
