@@ -1,36 +1,131 @@
-"""Cost of the React render check beside the compile check, per response, side by side in one run.
+"""Cost of each stage of the React reward per response, side by side in one run, per second and per core.
 
-The same valid components (``tsx_reward_speed.make_corpus``, every flaw removed) are scored three ways by the
-reward function itself, each with its long-lived worker warmed up first, through the same thread pool:
-``syntax`` (esbuild), ``types`` (esbuild + TypeScript) and ``syntax+render`` (esbuild, then headless Chromium).
-The rounds alternate, so machine noise hits all three alike; the headline is the ratio of render to types
-time per response (issue 26 asks for at most 2x). Writes JSON and a PNG.
+The same valid components (``tsx_reward_speed.make_corpus``, every flaw removed) go through four stages, each
+with its long-lived worker warmed up first, through the same thread pool:
+
+- ``syntax``: the reward at ``level=syntax`` (esbuild);
+- ``types``: the reward at ``level=types`` (esbuild + TypeScript);
+- ``syntax+render``: the reward at ``level=syntax, render=True`` (esbuild, then headless Chromium);
+- ``judge``: one judge round trip per response (``JudgeClient.score``: prompt, HTTP, strict parse) against a
+  local fake OpenAI-compatible server in its own process that answers at once, a fresh client (empty cache)
+  every pass: the reward's side of the judge, not the judge model's inference.
+
+Each round of a stage passes over the responses until ``--least-seconds`` have gone. The rounds alternate, so
+machine noise hits every stage alike. Per stage: responses per second of wall time and
+**per core**, i.e. per CPU-second of this process and its descendants (the Node workers and Chromium; not the
+fake judge server), read with psutil around each round. From the per-core medians, the CPU cost of one
+paper-scale step (``--paper-responses``, 1,024) and its wall time on a ``--node-cores`` node (16) with the
+reward spread over every core. Writes JSON and a PNG.
 
     python -m benchmarks.react_render_speed --out benchmarks/results/react_render_speed.json
 """
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import os
 import platform
+import random
 import statistics
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import psutil
+
 from benchmarks.tsx_reward_speed import component, load_reward, throughput
+from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
+from bot_grpo_verl.rewards.react_render import shared_renderer
+from bot_grpo_verl.rewards.tsx_setup import worker_script
 
 STAGES = {
     "syntax": {"level": "syntax"},
     "types": {"level": "types"},
     "syntax+render": {"level": "syntax", "render": True},
+    "judge": None,  # a judge round trip, see judge_stage
 }
 
 
 def corpus(size: int, seed: int) -> list[str]:
-    import random
-
     rng = random.Random(seed)
     body = (component(rng, rng.randint(15, 50)) for _ in range(size))
     return [f"Here is the component.\n```tsx\n{code}```\n" for code in body]
+
+
+class FakeJudge(BaseHTTPRequestHandler):
+    """Answers every chat completion at once with one score line."""
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": "SCORE: 7"}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def serve_fake_judge(ports) -> None:
+    """The fake judge server's process: tells its port through ``ports``, then serves until killed."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeJudge)
+    ports.put(server.server_address[1])
+    server.serve_forever()
+
+
+def cpu_seconds(exclude: set[int]) -> float:
+    """User + system CPU seconds of this process and its live descendants, except the pids in ``exclude``."""
+    total = sum(psutil.Process().cpu_times()[:2])
+    for child in psutil.Process().children(recursive=True):
+        if child.pid not in exclude:
+            with contextlib.suppress(psutil.Error):  # ended since the listing
+                total += sum(child.cpu_times()[:2])
+    return total
+
+
+def stage_scorer(rt, stage: str, endpoint: str):
+    """The function scoring one response in ``stage`` (the judge stage: a fresh client, so nothing is cached)."""
+    if STAGES[stage] is None:
+        client = JudgeClient(JudgeConfig(endpoint=endpoint, model="fake", concurrency=64))
+        return lambda text: {"judged": int(client.score("a component", text) == 0.7)}
+    options = STAGES[stage]
+    return lambda text: rt.compute_score("bench", text, None, **options)
+
+
+def expected_key(stage: str) -> str:
+    return {"judge": "judged", "syntax+render": "rendered"}.get(stage, "compiled")
+
+
+def measure(rt, stage: str, endpoint: str, responses: list[str], threads: int, exclude: set[int], least_s: float):
+    """One round of ``stage``: passes over ``responses`` until ``least_s`` seconds have gone (CPU time is read in
+    clock ticks), with responses per second of wall time and per CPU-second."""
+    used, wall, scored = cpu_seconds(exclude), 0.0, 0
+    while wall < least_s:
+        started = time.perf_counter()
+        _, results = throughput(stage_scorer(rt, stage, endpoint), responses, threads)
+        wall += time.perf_counter() - started
+        scored += len(results)
+        assert all(result[expected_key(stage)] == 1 for result in results), f"{stage}: not every response passed"
+    return {"responses": scored, "per_second": scored / wall, "per_core": scored / (cpu_seconds(exclude) - used)}
+
+
+def paper_scale(per_core: dict, responses: int, cores: int) -> dict:
+    """CPU seconds of one step of ``responses`` per stage, and of the composed reward (types, then the render and
+    the judge of every response: the render stage's own cost is its time less the syntax check it repeats), with
+    the wall seconds when ``cores`` share it."""
+    cpu = {stage: responses / rate for stage, rate in per_core.items()}
+    composed = cpu["types"] + (cpu["syntax+render"] - cpu["syntax"]) + cpu["judge"]
+    return {
+        "responses": responses,
+        "node_cores": cores,
+        "cpu_seconds": cpu,
+        "composed_cpu_seconds": composed,
+        "composed_wall_seconds_on_node": composed / cores,
+        "types_wall_seconds_on_node": cpu["types"] / cores,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,49 +134,90 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=8, help="concurrent calls, as verl's reward loop makes")
     parser.add_argument("--responses", type=int, default=32, help="responses per stage and round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--least-seconds", type=float, default=3.0, help="each stage's least wall time per round")
+    parser.add_argument("--paper-responses", type=int, default=1024, help="responses scored per paper-scale step")
+    parser.add_argument("--node-cores", type=int, default=16, help="cores of the node the paper-scale step runs on")
     args = parser.parse_args(argv)
 
-    rt = load_reward()
-    responses = corpus(args.responses, seed=1)
-    for options in STAGES.values():  # warm up every worker (and the browser) on other responses
-        throughput(lambda text, options=options: rt.compute_score("bench", text, None, **options), corpus(8, 2), 4)
-    rates = {stage: [] for stage in STAGES}
-    for round_number in range(args.rounds):
-        for stage, options in STAGES.items():
-            rate, results = throughput(
-                lambda text, options=options: rt.compute_score("bench", text, None, **options), responses, args.threads
-            )
-            expected = "rendered" if "render" in options else "compiled"
-            assert all(result[expected] == 1 for result in results), f"{stage}: not every component passed"
-            rates[stage].append(rate)
-            print(f"round {round_number + 1}: {stage:14s} {rate:7.1f} responses/s", flush=True)
-    median = {stage: statistics.median(values) for stage, values in rates.items()}
-    result = {
-        "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()},
-        "threads": args.threads,
-        "responses_per_round": args.responses,
-        "responses_per_second": rates,
-        "median_responses_per_second": median,
-        "render_cost_over_types": median["types"] / median["syntax+render"],
-        "render_cost_over_syntax": median["syntax"] / median["syntax+render"],
-    }
+    ports = multiprocessing.get_context("spawn").Queue()
+    fake = multiprocessing.get_context("spawn").Process(target=serve_fake_judge, args=(ports,), daemon=True)
+    fake.start()
+    endpoint = f"http://127.0.0.1:{ports.get(timeout=60)}/v1"
+    try:
+        result = run(args, endpoint, {fake.pid})
+    finally:
+        fake.kill()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    plot(median, args.out.with_suffix(".png"))
-    print(json.dumps({key: result[key] for key in ("median_responses_per_second", "render_cost_over_types")}, indent=2))
+    plot(result["median_responses_per_core_second"], args.out.with_suffix(".png"))
+    shown = ("median_responses_per_second", "median_responses_per_core_second", "render_cost_over_types")
+    print(json.dumps({key: result[key] for key in shown} | {"paper_scale": result["paper_scale"]}, indent=2))
     return 0
 
 
-def plot(median: dict, path: Path) -> None:
+def run(args, endpoint: str, exclude: set[int]) -> dict:
+    rt = load_reward()
+    responses = corpus(args.responses, seed=1)
+    load_before = os.getloadavg()[0]
+    for stage in STAGES:  # warm up every worker (and the browser) on other responses
+        throughput(stage_scorer(rt, stage, endpoint), corpus(8, 2), 4)
+    rounds = {stage: [] for stage in STAGES}
+    started = time.perf_counter()
+    for round_number in range(args.rounds):
+        for stage in STAGES:
+            rounds[stage].append(measure(rt, stage, endpoint, responses, args.threads, exclude, args.least_seconds))
+            print(f"round {round_number + 1}: {stage:14s} {rounds[stage][-1]}", flush=True)
+    median = {
+        key: {s: statistics.median(r[key] for r in rounds[s]) for s in STAGES} for key in ("per_second", "per_core")
+    }
+    return {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "processor": processor_name(),
+            "load_average_before_after": [load_before, os.getloadavg()[0]],
+            "node": rt.shared_checker().worker.ready.result()["node"],
+            "typescript": typescript_version(),
+            "browser": shared_renderer().worker.ready.result()["browser"],
+        },
+        "date": time.strftime("%Y-%m-%d"),
+        "threads": args.threads,
+        "responses_per_round": args.responses,
+        "seconds": time.perf_counter() - started,
+        "rounds": rounds,
+        "median_responses_per_second": median["per_second"],
+        "median_responses_per_core_second": median["per_core"],
+        "render_cost_over_types": median["per_core"]["types"] / median["per_core"]["syntax+render"],
+        "paper_scale": paper_scale(median["per_core"], args.paper_responses, args.node_cores),
+    }
+
+
+def typescript_version() -> str:
+    """The version of the TypeScript the compile checker loads."""
+    package = worker_script().parent / "node_modules" / "typescript" / "package.json"
+    return json.loads(package.read_text())["version"]
+
+
+def processor_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def plot(per_core: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(5, 3))
-    axis.bar(list(median), list(median.values()), color=["#4c72b0", "#dd8452", "#55a868"])
-    axis.set_ylabel("responses / s (median of rounds)")
-    axis.set_title("React reward stages, one run, 2-core machine")
+    figure, axis = plt.subplots(figsize=(6, 3.2))
+    bars = axis.bar(list(per_core), list(per_core.values()), color=["#4c72b0", "#dd8452", "#55a868", "#8172b3"])
+    axis.bar_label(bars, fmt="%.1f")
+    axis.set_yscale("log")
+    axis.set_ylabel("responses per CPU-second (log)")
+    axis.set_title("React reward stages per core, one run (median of rounds)", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -16,6 +16,8 @@ Kinds:
 - ``algorithms MODULE:NAME``: the recipes' algorithm table (``recipes.algorithms:ALGORITHMS``).
 - ``estimator-speed PATH``: the estimator benchmark's figures (``benchmarks/estimator_speed.py``'s JSON),
   with the machine they were measured on.
+- ``react-stages PATH``: the React reward's stages per core (``benchmarks/react_render_speed.py``'s JSON), with
+  the machine they were measured on.
 
 Usage (from the repository root, whose ``recipes`` the algorithm table comes from)::
 
@@ -202,6 +204,27 @@ def estimator_speed_table(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def react_stages_table(path: Path) -> str:
+    """The React reward benchmark's figures: the machine, then per stage its median rates and its CPU seconds for
+    one paper-scale step."""
+    result = json.loads(path.read_text())
+    machine, paper = result["machine"], result["paper_scale"]
+    load_before, load_after = machine["load_average_before_after"]
+    lines = [
+        f"Measured on: {machine['processor']}, {machine['cpus']} cores, Node {machine['node']}, TypeScript "
+        f"{machine['typescript']}, Chromium {machine['browser']}; 1-minute load average {load_before:.0f} before and "
+        f"{load_after:.0f} after (a shared machine), {result['date']}; medians of {len(result['rounds']['types'])} "
+        f"rounds, {result['threads']} threads.",
+        "",
+        f"| stage | responses/s (wall) | responses/s per core | CPU s for {paper['responses']:,} responses |",
+        "| --- | --- | --- | --- |",
+    ]
+    for stage, per_core in result["median_responses_per_core_second"].items():
+        wall = result["median_responses_per_second"][stage]
+        lines.append(f"| {stage} | {wall:.3g} | {per_core:.3g} | {paper['cpu_seconds'][stage]:.3g} |")
+    return "\n".join(lines) + "\n"
+
+
 def render(kind: str, source: str) -> str | None:
     """The generated body of a block; None for an options class documented by hand."""
     if kind == "options":
@@ -210,7 +233,9 @@ def render(kind: str, source: str) -> str | None:
         return algorithms_table(load(source))
     if kind == "estimator-speed":
         return estimator_speed_table(REPO / source)
-    raise ValueError(f"unknown generated table kind {kind!r} (options, algorithms, estimator-speed)")
+    if kind == "react-stages":
+        return react_stages_table(REPO / source)
+    raise ValueError(f"unknown generated table kind {kind!r} (options, algorithms, estimator-speed, react-stages)")
 
 
 def update(text: str) -> str:

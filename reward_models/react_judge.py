@@ -8,9 +8,10 @@ Two questions, each a rubric prompt with a strictly parsed answer:
   better? Asked in both orders (position bias cancels); returns A's win, 1, 0.5 or 0: the pairwise **win
   rate** of the paper's React evaluation.
 
-The transport is ``httpx``: at most ``concurrency`` requests in flight per client, each attempt within
-``timeout_s``, retries (connection errors, timeouts, 5xx, 408, 429, a malformed answer) until ``deadline_s``,
-answers cached by (model, prompt, images). Every failure raises :class:`JudgeError` naming the endpoint.
+The transport is :mod:`bot_grpo_verl.rewards.http_json` (``httpx``, shared with the PRM endpoint): at most
+``concurrency`` requests in flight per client, each whole attempt within ``timeout_s``, retries (connection
+errors, timeouts, 5xx, 408, 429, a malformed answer) until ``deadline_s``, answers cached by (model, prompt,
+images). Every failure raises :class:`JudgeError` naming the endpoint.
 """
 
 import base64
@@ -19,14 +20,12 @@ import hashlib
 import json
 import re
 import threading
-import time
 from dataclasses import dataclass
 
-import httpx
+from bot_grpo_verl.rewards.http_json import EndpointError, JsonEndpoint, RequestRejected, Retries, Retryable
 
 SCORE_LINE = re.compile(r"^\s*SCORE:\s*(\d{1,2})\s*$", re.MULTILINE)
 CHOICE_LINE = re.compile(r"^\s*WINNER:\s*([AB])\s*$", re.MULTILINE)
-RETRIED_STATUSES = (408, 429)
 
 SCORE_PROMPT = """You review a React component written for this request:
 
@@ -49,8 +48,12 @@ COMPARE_PROMPT = """Two React components were written for this request:
 {shown} Which one answers the request better? Answer with one line `WINNER: A` or `WINNER: B`."""
 
 
-class JudgeError(RuntimeError):
+class JudgeError(EndpointError):
     """The judge endpoint did not answer usably; the message names it."""
+
+
+class JudgeRejected(JudgeError, RequestRejected):
+    """The judge endpoint refused the request (an HTTP 4xx that is not retried); ``status`` is the HTTP status."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class JudgeConfig:
         endpoint (`str`): base URL of an OpenAI-compatible API, e.g. ``http://judge-host:8000/v1`` (the client
             posts to ``{endpoint}/chat/completions``).
         model (`str`): the served model name.
-        timeout_s (`float`, *optional*, defaults to `60.0`): each attempt's timeout (connect, write, each read).
+        timeout_s (`float`, *optional*, defaults to `60.0`): each attempt's deadline (connect, send, the whole answer).
         deadline_s (`float`, *optional*, defaults to `180.0`): no retry starts after this many seconds.
         concurrency (`int`, *optional*, defaults to `8`): requests in flight at once per client.
         cache_size (`int`, *optional*, defaults to `4096`): answers kept (least recently used dropped).
@@ -84,8 +87,14 @@ class JudgeClient:
     def __init__(self, config: JudgeConfig):
         self.config = config
         self.url = config.endpoint.rstrip("/") + "/chat/completions"
-        self.http = httpx.Client(timeout=config.timeout_s)
-        self.slots = threading.BoundedSemaphore(config.concurrency)
+        self.endpoint = JsonEndpoint(
+            "judge",
+            config.timeout_s,
+            Retries(attempts=None, deadline_s=config.deadline_s, backoff_s=0.2, max_backoff_s=5.0),
+            slots=threading.BoundedSemaphore(config.concurrency),
+            error=JudgeError,
+            rejected=JudgeRejected,
+        )
         self.cache: collections.OrderedDict[str, str] = collections.OrderedDict()
         self.cache_lock = threading.Lock()
 
@@ -139,37 +148,17 @@ class JudgeClient:
             "temperature": self.config.temperature,
             "seed": sample,
         }
-        text = self._post(body)
+        text = self.endpoint.post(self.url, body, read=_content)
         with self.cache_lock:
             self.cache[key] = text
             while len(self.cache) > self.config.cache_size:
                 self.cache.popitem(last=False)
         return text
 
-    def _post(self, body: dict) -> str:
-        started, failure, attempt = time.monotonic(), "no attempt", 0
-        while attempt == 0 or time.monotonic() - started < self.config.deadline_s:
-            if attempt:
-                time.sleep(min(2.0**attempt * 0.1, 5.0))
-            attempt += 1
-            try:
-                with self.slots:
-                    response = self.http.post(self.url, json=body)
-            except httpx.HTTPError as error:  # refused, reset, timed out, not HTTP
-                failure = f"{type(error).__name__}: {error}"
-                continue
-            if response.status_code >= 500 or response.status_code in RETRIED_STATUSES:
-                failure = f"HTTP {response.status_code} {response.text[:200]}"
-                continue
-            if response.status_code != 200:
-                raise JudgeError(
-                    f"judge {self.url} rejected the request: HTTP {response.status_code} {response.text[:300]}"
-                )
-            try:
-                return response.json()["choices"][0]["message"]["content"]
-            except (ValueError, KeyError, IndexError, TypeError):
-                failure = f"an answer without choices[0].message.content: {response.text[:200]!r}"
-        raise JudgeError(f"judge {self.url} failed {attempt} times within {self.config.deadline_s} s: {failure}")
 
-    def close(self) -> None:
-        self.http.close()
+def _content(answer) -> str:
+    """The text of a chat completion; a malformed answer is retried."""
+    try:
+        return answer["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise Retryable(f"an answer without choices[0].message.content: {str(answer)[:200]!r}") from None

@@ -461,9 +461,11 @@ TRICKLED = http_answer(200, b" " * 400 + json.dumps(GOOD_PAYLOAD).encode())  # v
 
 ENDPOINT_FAILURES = [
     # (respond, attempts made with prm_retries=1, message fragment)
-    pytest.param(sends(GOOD[: GOOD.index(b"\r\n\r\n") + 10]), 2, "IncompleteRead", id="dropped-mid-body"),
-    pytest.param(sends(b"SSH-2.0-OpenSSH_9.6\r\n"), 2, "BadStatusLine", id="not-http"),
-    pytest.param(sends(b""), 2, "RemoteDisconnected", id="closed-without-answer"),
+    pytest.param(sends(GOOD[: GOOD.index(b"\r\n\r\n") + 10]), 2, "without sending complete message body",
+                 id="dropped-mid-body"),
+    pytest.param(sends(b"SSH-2.0-OpenSSH_9.6\r\n"), 2, "RemoteProtocolError", id="not-http"),
+    pytest.param(sends(b""), 2, "Server disconnected without sending a response",
+                 id="closed-without-answer"),
     pytest.param(trickles(TRICKLED), 2, "deadline of 0.5 s", id="trickled-body"),
     pytest.param(trickles(b"HTTP/1.1 200 OK\r\n" + b"X-Slow: y\r\n" * 40), 2, "deadline of 0.5 s",
                  id="trickled-headers"),

@@ -121,3 +121,13 @@ def test_report_command_line_with_pass_at_k(tmp_path, capsys):
     arguments = [str(runs), "--metric", "ok/mean", "--threshold", "0.5", "--out", str(tmp_path / "out")]
     assert report_main([*arguments, "--pass-at-k", "1,2"]) == 0
     assert "| grpo | 0.250 ± 0.000 | 0.417 ± 0.000 | +0.000 |" in capsys.readouterr().out
+
+
+def test_the_paper_scale_step_adds_types_the_renders_own_cost_and_the_judge():
+    from benchmarks.react_render_speed import paper_scale
+
+    step = paper_scale({"syntax": 512.0, "types": 16.0, "syntax+render": 4.0, "judge": 1024.0}, 1024, 16)
+    assert step["cpu_seconds"] == {"syntax": 2.0, "types": 64.0, "syntax+render": 256.0, "judge": 1.0}
+    assert step["composed_cpu_seconds"] == 64.0 + (256.0 - 2.0) + 1.0
+    assert step["composed_wall_seconds_on_node"] == step["composed_cpu_seconds"] / 16
+    assert step["types_wall_seconds_on_node"] == 4.0

@@ -16,7 +16,7 @@ from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig, JudgeErr
 class FakeChat(ThreadingHTTPServer):
     """``POST /v1/chat/completions``; ``script`` is a list of behaviours used in turn (the last one repeats):
     ``"ok"`` (answers ``reply(prompt)``), ``"slow"``, ``"drop"``, ``"garbled"``, ``"refuse"`` (400),
-    ``"busy"`` (503)."""
+    ``"busy"`` (503), ``"trickle"`` (the answer one byte every 50 ms)."""
 
     daemon_threads = True
 
@@ -68,6 +68,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
+            if behaviour == "trickle":  # every byte in time for a per-read timeout, the whole far too late
+                for byte in data:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.05)
             self.wfile.write(data)
 
     def log_message(self, *args):
@@ -84,7 +89,6 @@ def judge(script=("ok",), reply=lambda prompt: "Looks right.\nSCORE: 7", **optio
     try:
         yield client, server
     finally:
-        client.close()
         server.shutdown()
         server.server_close()
 
@@ -150,6 +154,16 @@ def test_a_refusal_is_not_retried_and_a_dead_endpoint_is_named_after_the_deadlin
     ):
         client.score("r", "c")
     assert time.monotonic() - started < 8
+
+
+def test_an_answer_trickled_past_the_attempt_deadline_fails_the_attempt():
+    started = time.monotonic()
+    with (
+        judge(script=("trickle",), timeout_s=0.5, deadline_s=1.0) as (client, server),
+        pytest.raises(JudgeError, match=r"failed \d+ times within 1.0 s: no complete answer within the deadline"),
+    ):
+        client.score("r", "c")
+    assert time.monotonic() - started < 5  # the answer alone would take ~4 s per attempt
 
 
 def test_requests_in_flight_stay_within_the_concurrency_limit():
