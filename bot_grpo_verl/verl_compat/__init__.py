@@ -10,10 +10,12 @@ here touches its internals, after checking with :func:`~.guard.require` that the
   the runs that select the plugin only;
 - :mod:`.token_dump`: token ids, rewards and advantages beside verl's rollout dump
   (``PPOTrainer._log_rollout_data``), for the runs that select the plugin only;
+- :mod:`.trainer_checks`: the checks of :mod:`bot_grpo_verl.run_checks` at start-up (``PPOTrainer.init``) and
+  on every sampled batch (the trainer's replay buffer), for the runs that select the plugin only;
 - :mod:`.cpu_platform` and :mod:`.cpu_patches`: the CPU mode (:mod:`bot_grpo_verl.cpu`) only, which also
   applies :mod:`.validation_metrics` (verl's validation bootstrap vectorised: same numbers, less time).
 
-:func:`apply_adapters` applies the first three once per process (the plugin calls it on ``import verl``).
+:func:`apply_adapters` applies the first four once per process (the plugin calls it on ``import verl``).
 Importing this package does not import verl.
 """
 
@@ -23,9 +25,11 @@ from bot_grpo_verl.verl_compat.agent_loop import adapt_agent_loop_output
 from bot_grpo_verl.verl_compat.guard import SUPPORTED_VERL, UnsupportedVerl, check_verl_version, installed_verl_version
 from bot_grpo_verl.verl_compat.metrics import RunSelector, adapt_training_metrics, reward_extra_metrics
 from bot_grpo_verl.verl_compat.token_dump import adapt_rollout_dump
+from bot_grpo_verl.verl_compat.trainer_checks import RunChecks, adapt_trainer_checks
 
 __all__ = [
     "SUPPORTED_VERL",
+    "RunChecks",
     "RunSelector",
     "UnsupportedVerl",
     "apply_adapters",
@@ -35,14 +39,16 @@ __all__ = [
 ]
 
 
-def apply_adapters(selects: RunSelector) -> None:
+def apply_adapters(selects: RunSelector, checks: RunChecks) -> None:
     """Check verl's version and apply the adapters of the reward path (idempotent).
 
     Args:
         selects: whether a run uses the plugin, from its estimator name and reward manager class; the
-            training-metrics adapter acts on those runs only.
+            training-metrics, rollout-dump and trainer-checks adapters act on those runs only.
+        checks: what the trainer checks of such a run, at start-up and on every batch.
     """
     check_verl_version()
     adapt_agent_loop_output()
     adapt_training_metrics(selects)
     adapt_rollout_dump(selects)
+    adapt_trainer_checks(selects, checks)
