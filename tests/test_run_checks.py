@@ -3,11 +3,13 @@ mismatches, token rewards that a manager drops, and samples whose reward failed 
 
 import logging
 import math
+from types import SimpleNamespace
 
 import pytest
 from conftest import verl_config
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 from verl.trainer.ppo.reward import resolve_reward_manager_cls
+from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer
 
 from bot_grpo_verl.plugin import estimators
 from bot_grpo_verl.reward_manager import REWARD_ERROR_KEY, failed_sample
@@ -171,3 +173,33 @@ def test_the_batch_as_transfer_queue_returns_it():
     kept = without(batch, (1,))
     assert (kept.keys, kept.tags, kept.partition_id) == (["a_0_0", "b_0_0"], [{"n": 0}, {"n": 2}], "train")
     assert kept.extra_info == {"temperature": 1.0}
+
+
+class ReplayBuffer:
+    def sample(self, global_steps, partition_id, batch_size):
+        raise AssertionError("not called here")
+
+
+def initialised_trainer(monkeypatch, *overrides):
+    """verl's V1 trainer after the plugin's ``PPOTrainer.init``, its set-up (workers, models) left out."""
+    monkeypatch.setattr(PPOTrainer, "_setup", lambda self: None)
+    config = verl_config(*overrides)
+    trainer = object.__new__(TRAINER_REGISTRY[config.trainer.v1.trainer_mode])
+    trainer.config, trainer.replay_buffer = config, ReplayBuffer()
+    trainer.reward_loop_manager = SimpleNamespace(reward_manager_cls=resolve_reward_manager_cls(config))
+    monkeypatch.setattr(type(trainer), "on_init_end", lambda self: None)
+    trainer.init()
+    return trainer
+
+
+def test_a_run_that_does_not_select_the_plugin_keeps_verls_init_and_sampling(monkeypatch):
+    assert PPOTrainer.init.__bot_grpo_adapter__
+    trainer = initialised_trainer(monkeypatch, "algorithm.adv_estimator=grpo", "reward.reward_manager.name=dapo")
+    assert "sample" not in vars(trainer.replay_buffer)  # the class's method: not wrapped
+
+
+def test_a_run_that_selects_the_plugin_is_checked_at_init_and_on_every_batch(monkeypatch):
+    trainer = initialised_trainer(monkeypatch, "+preset=bot_grpo")
+    assert vars(trainer.replay_buffer)["sample"].__wrapped__.__func__ is ReplayBuffer.sample
+    with pytest.raises(ValueError, match="reads token rewards, which the 'naive' reward manager does not write"):
+        initialised_trainer(monkeypatch, "algorithm.adv_estimator=grpo_token_min")
