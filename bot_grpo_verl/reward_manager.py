@@ -6,6 +6,10 @@ to the response tokens (:mod:`bot_grpo_verl.alignment`) and returns the outcome 
 :class:`TokenRewardScore`: a float that carries the per-token rewards. verl moves it like any score;
 :mod:`bot_grpo_verl.verl_compat` and :meth:`BoTTokenRewardManager.assemble_rm_scores` write it into
 ``rm_scores`` densely, which verl hands to the estimator as ``token_level_rewards``.
+
+A sample it cannot score (the function raised, or returned something outside the contract) is not raised in
+the reward worker, where verl would drop its group and carry on: :func:`failed_sample` reports it in the batch,
+and the trainer's driver stops the run with the message or leaves the sample out (``reward.bot_token.on_error``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ A verl custom reward function (``compute_score(data_source, solution_str, ground
   and any other keys with scalar values, which are logged like verl's ``reward_extra_info``.
 
 What is accepted (anything else raises ``ValueError`` naming the key, span or index; the ``bot_token``
-manager adds the sample's uid and data source and fails the step rather than train on a guess):
+manager adds the sample's uid and data source and the run stops rather than train on a guess):
 
 - Numbers (the score, span values, token rewards): ``int``, ``float`` and NumPy scalars such as
   ``np.float32``, finite and within float32's range (about 3.4e38: rewards are stored as float32).
