@@ -48,11 +48,12 @@ def register() -> None:
     from verl.trainer.ppo.core_algos import register_adv_est
 
     import bot_grpo_verl.reward_manager  # noqa: F401  (registers the bot_token reward manager)
+    from bot_grpo_verl.run_checks import RUN_CHECKS
 
     # verl's registry accepts the same function again and refuses a different one under our names.
     for name, estimator in estimators().items():
         register_adv_est(name)(estimator)
-    apply_adapters(selects_plugin, frozenset(estimators()))
+    apply_adapters(selects_plugin, frozenset(estimators()), RUN_CHECKS)
 
 
 try:

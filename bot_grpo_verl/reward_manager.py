@@ -6,6 +6,10 @@ to the response tokens (:mod:`bot_grpo_verl.alignment`) and returns the outcome 
 :class:`TokenRewardScore`: a float that carries the per-token rewards. verl moves it like any score;
 :mod:`bot_grpo_verl.verl_compat` and :meth:`BoTTokenRewardManager.assemble_rm_scores` write it into
 ``rm_scores`` densely, which verl hands to the estimator as ``token_level_rewards``.
+
+A sample it cannot score (the function raised, or returned something outside the contract) is not raised in
+the reward worker, where verl would drop its group and carry on: :func:`failed_sample` reports it in the batch,
+and the trainer's driver stops the run with the message or leaves the sample out (``reward.bot_token.on_error``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ from bot_grpo_verl.token_rewards import parse_reward_result
 
 REWARD_MANAGER_NAME = "bot_token"
 PLACEMENTS = ("spread", "step_end")
+ON_ERROR = ("stop", "skip")
+REWARD_ERROR_KEY = "bot_token_error"
+"""The ``reward_extra_info`` key under which :meth:`BoTTokenRewardManager.run_single` reports a sample it could
+not score (its value: the message, a string); the trainer's driver reads it (:mod:`bot_grpo_verl.run_checks`)."""
+REWARD_ERROR_FIX = "fix the reward function (what it may return: docs/token-rewards.md#the-contract)"
 
 
 class TokenRewardScore(float):
@@ -40,18 +49,23 @@ class TokenRewardScore(float):
 
     ``token_rewards`` is a read-only float32 array of shape (L,), the precision of ``rm_scores``: at 16k
     tokens a sample weighs about 64 kB in memory and when pickled across Ray.
+
+    ``error`` is the message of a sample that could not be scored (its score and token rewards are then NaN),
+    None otherwise.
     """
 
     token_rewards: np.ndarray
+    error: str | None
 
-    def __new__(cls, score: float, token_rewards):
+    def __new__(cls, score: float, token_rewards, error: str | None = None):
         value = super().__new__(cls, score)
         value.token_rewards = np.array(token_rewards, dtype=np.float32)
         value.token_rewards.flags.writeable = False
+        value.error = error
         return value
 
     def __reduce__(self):
-        return TokenRewardScore, (float(self), self.token_rewards)
+        return TokenRewardScore, (float(self), self.token_rewards, self.error)
 
 
 @dataclass(frozen=True)
@@ -73,11 +87,18 @@ class TokenRewardConfig:
             step, the outcome score on its last valid token; every other token is no step. Read by
             ``ps_grpo`` (DeepSeekMath arXiv:2402.03300, section 4.1.3) and ``pure`` (arXiv:2504.15275).
             Takes no `outcome_weight` and no ``token_rewards`` (they mark no steps).
+        on_error (`str`, *optional*, defaults to `"stop"`):
+            What a run does with a sample whose reward failed (the reward function raised, or returned something
+            outside the contract). `"stop"`: the run ends at the first batch holding one, with the sample's uid,
+            the problem and the fix. `"skip"`: the sample is left out of the batch (training and validation; the
+            rest of its group stays), counted in ``bot_token/skipped_samples`` and logged once per batch; a batch
+            whose every sample failed still ends the run. verl's colocated reward-model path always stops.
     """
 
     clip_range: tuple[float, float] | None = None
     outcome_weight: float = 0.0
     placement: str = "spread"
+    on_error: str = "stop"
 
     def __post_init__(self):
         if self.clip_range is not None:
@@ -92,7 +113,7 @@ class TokenRewardConfig:
             object.__setattr__(self, "clip_range", (float(self.clip_range[0]), float(self.clip_range[1])))
         if not 0.0 <= self.outcome_weight <= 1.0:
             raise ValueError(f"reward.bot_token.outcome_weight must be in [0, 1], got {self.outcome_weight}")
-        check_option_values(self, "reward.bot_token", choices={"placement": PLACEMENTS})
+        check_option_values(self, "reward.bot_token", choices={"placement": PLACEMENTS, "on_error": ON_ERROR})
         if self.placement == "step_end" and self.outcome_weight:
             raise ValueError("reward.bot_token.placement=step_end takes no outcome_weight (it would fill every token)")
 
@@ -255,7 +276,7 @@ class BoTTokenRewardManager(RewardManagerBase):
             )
             rewards, info = aligned_token_rewards(result, text, ranges, self.options)  # ~0.2 ms at 4k tokens: inline
         except Exception as error:
-            raise RuntimeError(f"bot_token reward failed for {sample}: {type(error).__name__}: {error}") from error
+            return failed_sample(f"bot_token reward failed for {sample}: {type(error).__name__}: {error}", valid_length)
         return {"reward_score": TokenRewardScore(info["score"], rewards), "reward_extra_info": info}
 
     @classmethod
@@ -274,6 +295,8 @@ class BoTTokenRewardManager(RewardManagerBase):
         prompt_length = data.batch["prompts"].size(1)
         valid_lengths = data.batch["attention_mask"][:, prompt_length:].sum(dim=1).tolist()
         for row, (score, length) in enumerate(zip(scores, valid_lengths, strict=True)):
+            if getattr(score, "error", None) is not None:
+                raise RuntimeError(f"{score.error}; {REWARD_ERROR_FIX}")
             rewards = getattr(score, "token_rewards", None)
             if rewards is None or len(rewards) != length:
                 raise ValueError(
@@ -282,6 +305,22 @@ class BoTTokenRewardManager(RewardManagerBase):
                 )
             rm_scores[row, :length] = torch.tensor(rewards)
         return rm_scores
+
+
+def failed_sample(message: str, token_count: int) -> dict:
+    """:meth:`BoTTokenRewardManager.run_single`'s result for a sample it could not score: ``message`` under
+    :data:`REWARD_ERROR_KEY`, NaN in place of the score and the token rewards.
+
+    verl's agent loop stores the sample as any other; the trainer's driver finds the message in the batch and stops
+    the run or leaves the sample out (``reward.bot_token.on_error``). NaN makes an estimator that would still see
+    the sample fail rather than train on a made-up reward; ``acc`` is there for verl's group filter
+    (``algorithm.filter_groups.metric=acc``), which reads it before the driver does.
+    """
+    nan = float("nan")
+    return {
+        "reward_score": TokenRewardScore(nan, np.full(token_count, nan), error=message),
+        "reward_extra_info": {"acc": nan, "score": nan, REWARD_ERROR_KEY: message},
+    }
 
 
 def _refuse_unsupported_trainer(config) -> None:

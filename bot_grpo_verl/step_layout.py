@@ -53,10 +53,19 @@ def step_end_rewards(ranges: np.ndarray, spans, score: float, text_length: int) 
     return rewards, covered
 
 
-def check_no_kl_in_reward(config: Mapping | None, estimator: str) -> None:
-    """The ``step_end`` layout's marks do not survive verl's in-reward KL penalty (it adds to every token)."""
+def kl_in_reward_problem(config: Mapping | None, estimator: str) -> str | None:
+    """Why ``estimator`` cannot run with verl's ``algorithm`` ``config``: the ``step_end`` layout's marks do not
+    survive verl's in-reward KL penalty (it adds to every token); None when it can."""
     if config is not None and config.get("use_kl_in_reward", False):
-        raise ValueError(
+        return (
             f"{estimator} reads step rewards from the step_end layout, which algorithm.use_kl_in_reward=true "
             "overwrites on every token; use the actor's KL loss (actor_rollout_ref.actor.use_kl_loss=true)"
         )
+    return None
+
+
+def check_no_kl_in_reward(config: Mapping | None, estimator: str) -> None:
+    """Raise ``ValueError`` with :func:`kl_in_reward_problem`, if any."""
+    problem = kl_in_reward_problem(config, estimator)
+    if problem is not None:
+        raise ValueError(problem)

@@ -12,7 +12,7 @@ A verl custom reward function (``compute_score(data_source, solution_str, ground
   and any other keys with scalar values, which are logged like verl's ``reward_extra_info``.
 
 What is accepted (anything else raises ``ValueError`` naming the key, span or index; the ``bot_token``
-manager adds the sample's uid and data source and fails the step rather than train on a guess):
+manager adds the sample's uid and data source and the run stops rather than train on a guess):
 
 - Numbers (the score, span values, token rewards): ``int``, ``float`` and NumPy scalars such as
   ``np.float32``, finite and within float32's range (about 3.4e38: rewards are stored as float32).
@@ -77,6 +77,11 @@ def _shown(value) -> str:
     return f"{type(value).__name__} {reprlib.repr(value)}"
 
 
+def _bool_hint(value) -> str:
+    """The fix for a bool where a number belongs (a reward written as ``correct`` instead of ``float(correct)``)."""
+    return ": a bool is no reward, return float(...)" if isinstance(value, bool | np.bool_) else ""
+
+
 def _is_number_type(kind: type) -> bool:
     return kind is float or kind is int or (issubclass(kind, numbers.Real) and not issubclass(kind, bool | np.bool_))
 
@@ -89,7 +94,10 @@ def _number(value, what: str, *where) -> float:
     """``value`` as a finite float, or ``ValueError`` naming ``what.format(*where)`` (formatted on error only:
     this runs for every span)."""
     if not _is_number(value):
-        raise ValueError(f"{what.format(*where)} must be a number (int, float or NumPy scalar), got {_shown(value)}")
+        raise ValueError(
+            f"{what.format(*where)} must be a number (int, float or NumPy scalar), got {_shown(value)}"
+            + _bool_hint(value)
+        )
     try:
         number = float(value)
     except OverflowError:
@@ -119,7 +127,10 @@ def parse_reward_result(result, text_length: int, token_count: int | None = None
     """
     if not isinstance(result, Mapping):
         if not _is_number(result):
-            raise ValueError(f"a reward function must return a number or a dict with 'score', got {_shown(result)}")
+            raise ValueError(
+                f"a reward function must return a number or a dict with 'score', got {_shown(result)}"
+                + _bool_hint(result)
+            )
         return TokenRewardResult(score=_number(result, "score"))
     if "score" not in result:
         raise ValueError(f"the returned dict has no 'score' key (keys: {sorted(map(str, result))})")

@@ -55,7 +55,13 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("contract & alignment",),
     ),
     "entry points": (
-        ("bot_grpo_verl.plugin", "bot_grpo_verl.__main__", "bot_grpo_verl.heatmap", "bot_grpo_verl.config.*"),
+        (
+            "bot_grpo_verl.plugin",
+            "bot_grpo_verl.run_checks",
+            "bot_grpo_verl.__main__",
+            "bot_grpo_verl.heatmap",
+            "bot_grpo_verl.config.*",
+        ),
         ("contract & alignment", "estimators & reward manager", "verl coupling & CPU mode"),
     ),
 }

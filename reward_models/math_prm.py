@@ -338,7 +338,7 @@ def reference_answer(ground_truth, data_source, missing_ground_truth: str) -> st
     truth = ground_truth_text(ground_truth)
     if truth is None and missing_ground_truth == "error":
         raise ValueError(
-            f"ground_truth is missing ({ground_truth!r}, data_source {data_source!r}); "
+            f"ground_truth is missing ({ground_truth!r}, data_source {str(data_source)!r}); "
             "set reward_kwargs.missing_ground_truth=process_only to score such samples by the PRM alone"
         )
     return truth

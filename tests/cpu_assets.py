@@ -5,9 +5,16 @@ function file."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
+import pytest
 import torch
 from tokenizer_fixtures import byte_level_bpe_model
 from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
@@ -85,5 +92,76 @@ def write_reward_function(path: Path) -> Path:
     return path
 
 
+TIMEOUT_S = 900  # a 2-step run: ~70 s on an idle 2-core machine; generous for a loaded one
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def trainer_overrides(root: Path, model: Path, ray_dir: str) -> list[str]:
+    """A 2-step CPU run of verl's trainer on the files of :func:`write_dataset` and :func:`write_reward_function`
+    in ``root``, logging to the console and verl's file logger; the preset comes from the caller."""
+    return [
+        f"data.train_files={root / 'train.parquet'}",
+        f"data.val_files={root / 'val.parquet'}",
+        "data.train_batch_size=4",
+        "data.max_prompt_length=32",
+        "data.max_response_length=32",
+        f"actor_rollout_ref.model.path={model}",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.actor.use_kl_loss=true",  # builds the FSDP2 forward-only reference engine
+        "actor_rollout_ref.actor.optim.lr=1e-3",
+        f"reward.custom_reward_function.path={root / 'reward.py'}",
+        "trainer.total_training_steps=2",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+        "trainer.logger=[console,file]",
+        "trainer.project_name=cpu_e2e",
+        "trainer.experiment_name=smoke",
+        f"trainer.default_local_dir={root / 'checkpoints'}",
+        f"trainer.rollout_data_dir={root / 'rollouts'}",
+        f"+ray_kwargs.ray_init._temp_dir={ray_dir}",
+    ]
+
+
+def run_and_watch(command: list[str], env: dict, cwd: Path, log: Path) -> tuple[int, float]:
+    """Run ``command`` to completion; return its exit code and the peak total RSS (bytes) of its process tree."""
+    peak = 0
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + TIMEOUT_S
+        root = psutil.Process(process.pid)
+        while process.poll() is None:
+            if time.monotonic() > deadline:
+                for child in root.children(recursive=True):
+                    child.kill()
+                process.kill()
+                process.wait()
+                pytest.fail(f"main_ppo did not finish in {TIMEOUT_S} s; log: {log}")
+            total = 0
+            for member in [root, *root.children(recursive=True)]:
+                try:
+                    total += member.memory_info().rss
+                except psutil.NoSuchProcess:
+                    continue
+            peak = max(peak, total)
+            time.sleep(0.5)
+    return process.returncode, peak
+
+
+def run_trainer(root: Path, model: Path, env: dict, *overrides: str) -> tuple[int, float]:
+    """Run ``python -m verl.trainer.main_ppo`` with :func:`trainer_overrides` and then ``overrides`` in ``root``, its
+    output in ``root/main_ppo.log``; return its exit code and peak RSS (:func:`run_and_watch`)."""
+    ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's AF_UNIX socket paths must fit 107 bytes
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *trainer_overrides(root, model, ray_dir), *overrides]
+    try:
+        return run_and_watch(command, env, root, root / "main_ppo.log")
+    finally:
+        shutil.rmtree(ray_dir, ignore_errors=True)

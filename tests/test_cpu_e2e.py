@@ -7,25 +7,19 @@ registered ``bot_grpo`` estimator so that its output can be checked against the 
 
 import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 import torch
-from cpu_assets import read_jsonl, save_tiny_model, write_dataset, write_reward_function
+from cpu_assets import read_jsonl, run_trainer, save_tiny_model, write_dataset, write_reward_function
 from reference import reference_bot_grpo
 
 from bot_grpo_verl import heatmap
 from bot_grpo_verl.verl_compat.cpu_platform import accelerator_present
 
 pytestmark = pytest.mark.slow  # verl's whole trainer: minutes
-TIMEOUT_S = 900  # ~70 s on an idle 2-core machine; generous for a loaded one
 SPY_MODULE = "bot_grpo_estimator_spy"
 SPY_SOURCE = '''
 """Wraps verl's registered bot_grpo estimator and saves every call's inputs and outputs."""
@@ -65,37 +59,6 @@ ADV_ESTIMATOR_REGISTRY["bot_grpo"] = _spy
 '''
 
 
-def overrides(root: Path, model: Path, ray_dir: str) -> list[str]:
-    return [
-        "+preset=[bot_grpo,cpu]",
-        f"data.train_files={root / 'train.parquet'}",
-        f"data.val_files={root / 'val.parquet'}",
-        "data.train_batch_size=4",
-        "data.max_prompt_length=32",
-        "data.max_response_length=32",
-        f"actor_rollout_ref.model.path={model}",
-        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
-        "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.actor.use_kl_loss=true",  # builds the FSDP2 forward-only reference engine
-        "actor_rollout_ref.actor.optim.lr=1e-3",
-        f"reward.custom_reward_function.path={root / 'reward.py'}",
-        "trainer.total_training_steps=2",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=-1",
-        "trainer.logger=[console,file]",
-        "trainer.project_name=cpu_e2e",
-        "trainer.experiment_name=smoke",
-        f"trainer.default_local_dir={root / 'checkpoints'}",
-        f"trainer.rollout_data_dir={root / 'rollouts'}",
-        f"+ray_kwargs.ray_init._temp_dir={ray_dir}",
-    ]
-
-
 def dumped_rows(path: Path) -> list[tuple]:
     """(uid, token rewards, advantages) of each row of a token dump, rounded, sorted."""
     rows = [json.loads(line) for line in path.read_text().splitlines()]
@@ -118,31 +81,6 @@ def estimated_rows(call: dict) -> list[tuple]:
     )
 
 
-def run_and_watch(command: list[str], env: dict, cwd: Path, log: Path) -> tuple[int, float]:
-    """Run ``command`` to completion; return its exit code and the peak total RSS (bytes) of its process tree."""
-    peak = 0
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + TIMEOUT_S
-        root = psutil.Process(process.pid)
-        while process.poll() is None:
-            if time.monotonic() > deadline:
-                for child in root.children(recursive=True):
-                    child.kill()
-                process.kill()
-                process.wait()
-                pytest.fail(f"main_ppo did not finish in {TIMEOUT_S} s; log: {log}")
-            total = 0
-            for member in [root, *root.children(recursive=True)]:
-                try:
-                    total += member.memory_info().rss
-                except psutil.NoSuchProcess:
-                    continue
-            peak = max(peak, total)
-            time.sleep(0.5)
-    return process.returncode, peak
-
-
 @pytest.mark.skipif(accelerator_present(), reason="exercises the CPU mode, which is off on accelerator hosts")
 def test_verl_main_ppo_trains_bot_grpo_on_cpu_for_two_steps(tmp_path):
     model = save_tiny_model(tmp_path / "model")
@@ -162,13 +100,8 @@ def test_verl_main_ppo_trains_bot_grpo_on_cpu_for_two_steps(tmp_path):
         "HF_HOME": str(tmp_path / "hf"),
         "TOKENIZERS_PARALLELISM": "false",
     }
-    ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's AF_UNIX socket paths must fit 107 bytes
-    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides(tmp_path, model, ray_dir)]
     started = time.monotonic()
-    try:
-        returncode, peak_rss = run_and_watch(command, env, tmp_path, tmp_path / "main_ppo.log")
-    finally:
-        shutil.rmtree(ray_dir, ignore_errors=True)
+    returncode, peak_rss = run_trainer(tmp_path, model, env, "+preset=[bot_grpo,cpu]")
     wall = time.monotonic() - started
     log_tail = (tmp_path / "main_ppo.log").read_text(errors="replace")[-6000:]
     assert returncode == 0, log_tail

@@ -4,6 +4,8 @@ fails loudly (naming the verl function) when verl no longer has the shape it rel
 import inspect
 import os
 import socket
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -220,3 +222,31 @@ def test_the_cpu_preset_composes_with_verls_ppo_trainer():
     assert (rollout.tensor_model_parallel_size, rollout.dtype) == (1, "fp32")
     engine = omega_conf_to_dataclass(actor_rollout_ref.ref.fsdp_config)
     assert engine.mixed_precision["param_dtype"] == "fp32" and engine.use_torch_compile is False
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter with ``env``, without what this process's CPU mode put in its environment."""
+    inherited = {key: value for key, value in os.environ.items() if key not in ("VERL_PLATFORM", "VERL_ENGINE_DEVICE")}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**inherited, **env}
+    )
+
+
+@pytest.mark.slow  # fresh interpreters importing verl
+def test_verls_warnings_about_engines_a_cpu_host_lacks_are_not_printed_in_cpu_mode_only():
+    code = "import verl, verl.workers.engine"
+    assert "engine is not available" not in run_python(code, BOT_GRPO_CPU="1").stderr
+    assert "megatron engine is not available" in run_python(code, BOT_GRPO_CPU="0").stderr  # verl's, unchanged
+
+
+@pytest.mark.slow  # a fresh interpreter importing TransferQueue
+def test_transfer_queue_does_not_warn_at_every_transfer_with_the_cpu_presets_workers_environment():
+    env_vars = verl_config("+preset=cpu").ray_kwargs.ray_init.runtime_env.env_vars
+    code = (
+        "from transfer_queue.client import TQ_NUM_THREADS\n"
+        "from transfer_queue.utils.common import limit_pytorch_auto_parallel_threads\n"
+        "with limit_pytorch_auto_parallel_threads(target_num_threads=TQ_NUM_THREADS):\n"
+        "    pass\n"
+    )
+    result = run_python(code, **{key: str(value) for key, value in env_vars.items()})
+    assert result.returncode == 0 and "should not exceed" not in result.stderr, result.stderr

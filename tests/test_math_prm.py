@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import fake_vllm
+import numpy as np
 import pytest
 import torch
 from tokenizer_fixtures import byte_level_bpe_model
@@ -528,6 +529,8 @@ def test_missing_ground_truth(prm_dirs):
     for missing in (None, "", "  "):
         with pytest.raises(ValueError, match="ground_truth is missing"):
             math_prm.compute_score("m", RESPONSE, missing, None, **options(prm_dirs))
+    with pytest.raises(ValueError, match=r"data_source 'aime'\)"):  # as written, not np.str_('aime')
+        math_prm.compute_score(np.str_("aime"), RESPONSE, None, None, **options(prm_dirs))
     result = math_prm.compute_score(
         "m", RESPONSE, None, {"question": QUESTION}, **options(prm_dirs, missing_ground_truth="process_only")
     )

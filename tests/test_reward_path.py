@@ -3,6 +3,7 @@ assembly, and the estimator at the end of the chain."""
 
 import asyncio
 import pickle
+import re
 import textwrap
 from dataclasses import fields
 
@@ -21,7 +22,13 @@ from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.trainer.ppo.reward import load_reward_manager
 
-from bot_grpo_verl.reward_manager import BoTTokenRewardManager, TokenRewardConfig, TokenRewardScore
+from bot_grpo_verl.reward_manager import (
+    REWARD_ERROR_KEY,
+    BoTTokenRewardManager,
+    TokenRewardConfig,
+    TokenRewardScore,
+    failed_sample,
+)
 from bot_grpo_verl.verl_compat import reward_extra_metrics
 
 REWARD_FUNCTIONS = textwrap.dedent(
@@ -210,14 +217,17 @@ def test_clip_range_and_outcome_weight_options(tokenizer_dir, functions_file):
     ],
 )
 def test_bad_results_name_the_sample(tokenizer_dir, functions_file, function, message):
+    """The manager does not raise in the reward worker (verl would drop the sample's group and carry on): it
+    reports the sample, NaN in place of its rewards, for the driver to stop the run or leave it out."""
     config = reward_config(tokenizer_dir, functions_file, function)
     tokenizer = byte_level_bpe()
+    sample = agent_loop_sample(tokenizer, RESPONSES[0], uid="p7")
+    result = run_in_worker_loop(lambda: load_reward_manager(config, tokenizer), lambda m: m.run_single(sample))
     named = rf"bot_token reward failed for sample uid=p7 data_source='react_tsx': .*{message}"
-    with pytest.raises(RuntimeError, match=named):
-        run_in_worker_loop(
-            lambda: load_reward_manager(config, tokenizer),
-            lambda manager: manager.run_single(agent_loop_sample(tokenizer, RESPONSES[0], uid="p7")),
-        )
+    assert re.match(named, result["reward_extra_info"][REWARD_ERROR_KEY])
+    score = result["reward_score"]
+    assert score.error == result["reward_extra_info"][REWARD_ERROR_KEY] and np.isnan(score)
+    assert len(score.token_rewards) == sample.batch["responses"].shape[-1] and np.isnan(score.token_rewards).all()
 
 
 @pytest.mark.parametrize(
@@ -236,11 +246,12 @@ def test_unsupported_trainers_and_bad_options_are_refused_at_start_up(tokenizer_
 
 
 def test_token_reward_score_survives_pickling_as_ray_does():
-    score = TokenRewardScore(1.5, [0.1, -0.2])
+    score, failed = TokenRewardScore(1.5, [0.1, -0.2]), TokenRewardScore(np.nan, [np.nan], error="broken")
     for module in (pickle, cloudpickle):
         restored = module.loads(module.dumps(score))
-        assert isinstance(restored, TokenRewardScore) and restored == 1.5
+        assert isinstance(restored, TokenRewardScore) and restored == 1.5 and restored.error is None
         np.testing.assert_array_equal(restored.token_rewards, np.array([0.1, -0.2], dtype=np.float32))
+        assert module.loads(module.dumps(failed)).error == "broken"
 
 
 def test_token_reward_score_holds_the_rewards_as_rm_scores_does():
@@ -331,6 +342,9 @@ def test_assemble_rm_scores_on_a_colocated_batch():
     torch.testing.assert_close(rm_scores, expected)
     with pytest.raises(ValueError, match="sample 1: expected 5 token rewards from the bot_token manager, got 3"):
         BoTTokenRewardManager.assemble_rm_scores(data, [scores[0], scores[0], scores[2]])
+    failed = failed_sample("bot_token reward failed for sample uid=p3 data_source='x': ValueError: no", 5)
+    with pytest.raises(RuntimeError, match=r"uid=p3 .*ValueError: no; fix the reward function"):
+        BoTTokenRewardManager.assemble_rm_scores(data, [scores[0], failed["reward_score"], scores[2]])
 
 
 def test_reward_worker_to_agent_loop_output_to_bot_grpo_advantages(tokenizer_dir, functions_file):

@@ -12,10 +12,12 @@ here touches its internals, after checking with :func:`~.guard.require` that the
   (``compute_advantage_for_multi_trajectories``), for the runs with a plugin estimator only;
 - :mod:`.token_dump`: token ids, rewards and advantages beside verl's rollout dump
   (``PPOTrainer._log_rollout_data``), for the runs that select the plugin only;
+- :mod:`.trainer_checks`: the checks of :mod:`bot_grpo_verl.run_checks` at start-up (``PPOTrainer.init``) and
+  on every sampled batch (the trainer's replay buffer), for the runs that select the plugin only;
 - :mod:`.cpu_platform` and :mod:`.cpu_patches`: the CPU mode (:mod:`bot_grpo_verl.cpu`) only, which also
   applies :mod:`.validation_metrics` (verl's validation bootstrap vectorised: same numbers, less time).
 
-:func:`apply_adapters` applies the first four once per process (the plugin calls it on ``import verl``).
+:func:`apply_adapters` applies the first five once per process (the plugin calls it on ``import verl``).
 Importing this package does not import verl.
 """
 
@@ -28,9 +30,11 @@ from bot_grpo_verl.verl_compat.guard import SUPPORTED_VERL, UnsupportedVerl, che
 from bot_grpo_verl.verl_compat.metrics import RunSelector, adapt_training_metrics, reward_extra_metrics
 from bot_grpo_verl.verl_compat.sessions import adapt_multi_output_sessions
 from bot_grpo_verl.verl_compat.token_dump import adapt_rollout_dump
+from bot_grpo_verl.verl_compat.trainer_checks import RunChecks, adapt_trainer_checks
 
 __all__ = [
     "SUPPORTED_VERL",
+    "RunChecks",
     "RunSelector",
     "UnsupportedVerl",
     "apply_adapters",
@@ -40,16 +44,18 @@ __all__ = [
 ]
 
 
-def apply_adapters(selects: RunSelector, estimator_names: Collection[str]) -> None:
+def apply_adapters(selects: RunSelector, estimator_names: Collection[str], checks: RunChecks) -> None:
     """Check verl's version and apply the adapters of the reward path (idempotent).
 
     Args:
         selects: whether a run uses the plugin, from its estimator name and reward manager class; the
-            training-metrics adapter acts on those runs only.
+            training-metrics, rollout-dump and trainer-checks adapters act on those runs only.
         estimator_names: the plugin's estimators, which the multi-output sessions adapter acts on.
+        checks: what the trainer checks of such a run, at start-up and on every batch.
     """
     check_verl_version()
     adapt_agent_loop_output()
     adapt_multi_output_sessions(estimator_names)
     adapt_training_metrics(selects)
     adapt_rollout_dump(selects)
+    adapt_trainer_checks(selects, checks)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import warnings
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -81,6 +82,14 @@ def poll_replay_buffer_often() -> None:
 
 
 # --- 3. FSDP engines -------------------------------------------------------------------------------
+
+
+def import_engines_quietly() -> None:
+    """Import verl.workers.engine without its five UserWarnings about optional engines (torchtitan, veomni,
+    automodel, mindspeed, megatron) that a CPU host does not have: they were printed by every process of a run."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"verl\.workers\.engine$")
+        importlib.import_module("verl.workers.engine")
 
 
 def select_fsdp_engines() -> None:
@@ -158,6 +167,7 @@ def apply_all(server_adapter: str, load_replica: Callable[[], type]) -> None:
     metrics cheap (:mod:`.validation_metrics`: same numbers) (idempotent)."""
     use_cpu_platform()
     use_gloo_backend()
+    import_engines_quietly()  # after the platform (the engines cache the device name), before anything imports them
     poll_replay_buffer_often()
     select_fsdp_engines()
     unpin_fsdp2_offload(importlib.import_module(FSDP_ENGINE_MODULE))
