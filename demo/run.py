@@ -47,7 +47,10 @@ from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overr
 
 COMPILE_RATE = "reward_extra/compiled/mean"
 REACT_SUCCESS = (COMPILE_RATE, "compile rate")  # the React task's success metric and its name on screen
-SCORE_SUCCESS = ("critic/score/mean", "mean score")  # any reward's: the mean sequence score of the rollouts
+SCORE_SUCCESS = (
+    "critic/score/mean",
+    "reward per rollout",
+)  # any reward: verl's mean over rollouts of their summed rewards
 TOKEN_REWARD = "reward_extra/token_reward_mean/mean"
 STEP_TIME = "timing_s/step"
 HELD_OUT_RATE = re.compile(r"val-core/.+/(acc|reward)/mean@\d+")
