@@ -5,8 +5,8 @@ and the environment stay as verl made them. A process adapts verl (:mod:`bot_grp
 time a run uses the plugin in it: one of the plugin's estimators is called (the trainer), the ``bot_token``
 reward manager is built or one of its scores arrives (reward and agent-loop workers), or the run switches on
 the CPU mode (``BOT_GRPO_CPU``, which the ``cpu`` preset passes to every Ray worker). :func:`select` runs the
-hooks that :mod:`bot_grpo_verl.plugin` installed, once per process; a hook that fails raises in the caller,
-the estimator or reward manager that the run called.
+hooks that :mod:`bot_grpo_verl.plugin` installed, once per process; a hook that fails raises in the caller (the
+estimator or reward manager that the run called), and again at its next call: verl would swallow nothing here.
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ def on_selection(hook: Callable[[], None]) -> None:
 
 
 def select() -> None:
-    """A run uses the plugin in this process: run the hooks, the first time only."""
+    """A run uses the plugin in this process: run the hooks, until they have all succeeded once (each is
+    idempotent; one that fails raises here, and again at the next selection)."""
     global _selected
     if not _selected:
-        _selected = True
         for hook in _hooks:
             hook()
+        _selected = True
 
 
 def is_selected() -> bool:
