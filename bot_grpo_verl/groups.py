@@ -206,17 +206,16 @@ def bag_moments(
     last_valid = last_valid_positions(mask).clamp(min=0).unsqueeze(1)
     own_values = values.expand_as(mask).gather(1, last_valid).squeeze(1)  # (B,)
     shift = groups.max(own_values, non_empty).masked_fill(single, 0.0)  # (G,)
-    centred = values - shift[groups.ids, None]
+    centred = values - shift[groups.ids, None]  # shaped as values, a fresh tensor
     if values.shape[-1] == 1:  # one value per row: its mean, no spread
         row_mean, row_m2 = centred.squeeze(1), torch.zeros_like(lengths)
+        centred = centred * mask  # (B, T)
     else:
-        centred = centred.mul_(mask)  # in place: a fresh tensor
+        centred = centred.mul_(mask)  # in place
         row_mean, row_m2 = row_moments(centred, lengths)
     mean, variance = pooled_moments(row_mean, row_m2, token_weight, token_weight * lengths, groups)
     mean, variance = mean.masked_fill(single, 0.0), variance.masked_fill(single, 1.0)
-    if values.shape[-1] == 1:
-        return (centred - mean[groups.ids, None]) * mask, variance
-    return centred.addcmul_(mask, mean[groups.ids, None], value=-1), variance  # in place, masked tokens stay 0
+    return centred.addcmul_(mask, mean[groups.ids, None], value=-1), variance  # in place; masked tokens stay 0
 
 
 def row_moments(values: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
