@@ -203,11 +203,14 @@ def bag_moments(
     lengths = mask.sum(dim=-1)
     non_empty = lengths > 0
     single = groups.sum(non_empty.to(values.dtype)) <= 1  # (G,)
-    last_valid = last_valid_positions(mask).clamp(min=0).unsqueeze(1)
-    own_values = values.expand_as(mask).gather(1, last_valid).squeeze(1)  # (B,)
+    per_row = values.shape[-1] == 1  # one value on every token of its row
+    if per_row:
+        own_values = values.squeeze(1)  # (B,)
+    else:
+        own_values = values.gather(1, last_valid_positions(mask).clamp(min=0).unsqueeze(1)).squeeze(1)
     shift = groups.max(own_values, non_empty).masked_fill(single, 0.0)  # (G,)
     centred = values - shift[groups.ids, None]  # shaped as values, a fresh tensor
-    if values.shape[-1] == 1:  # one value per row: its mean, no spread
+    if per_row:  # a row's mean is its value, its spread 0
         row_mean, row_m2 = centred.squeeze(1), torch.zeros_like(lengths)
         centred = centred * mask  # (B, T)
     else:
