@@ -83,7 +83,7 @@ def state():
         "platforms": sorted(PlatformRegistry.registered_names()),
     }
 
-states = {"imported": state()}
+states = {"imported": state(), "gpu": PlatformRegistry.get("nvidia")().is_platform_available(use_smi_check=True)}
 if sys.argv[1] == "estimator":
     import numpy as np, torch
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
@@ -144,7 +144,9 @@ def changed(state: dict, verl_alone: dict) -> set[str]:
 @pytest.mark.parametrize("host", ["cpu_host", "gpu_host"])
 def test_importing_verl_with_the_plugin_changes_nothing_until_a_run_selects_it(host, request):
     environment = request.getfixturevalue("gpu_host") if host == "gpu_host" else {}
-    verl_alone = probe("none", environment, VERL_USE_EXTERNAL_PLUGINS="none")["imported"]
+    verl_alone_states = probe("none", environment, VERL_USE_EXTERNAL_PLUGINS="none")
+    assert verl_alone_states["gpu"] is (host == "gpu_host")  # verl's own probe sees the host as simulated
+    verl_alone = verl_alone_states["imported"]
     by_estimator = probe("estimator", environment)
     by_reward_manager = probe("reward_manager", environment)
     for states in (by_estimator, by_reward_manager):
