@@ -19,6 +19,15 @@ from omegaconf import DictConfig
 if not torch.cuda.is_available():
     os.environ.setdefault("BOT_GRPO_CPU", "1")
 
+CPU_MODE_VARIABLES = ("BOT_GRPO_CPU", "VERL_PLATFORM", "VERL_ENGINE_DEVICE")
+"""What the CPU mode's switch is and what it writes into a process's environment when it activates."""
+
+
+def environment_without_cpu_mode() -> dict[str, str]:
+    """This process's environment without :data:`CPU_MODE_VARIABLES`: for a fresh verl process that must not
+    inherit this one's CPU mode."""
+    return {key: value for key, value in os.environ.items() if key not in CPU_MODE_VARIABLES}
+
 
 def verl_config(*overrides: str) -> DictConfig:
     """verl's ``ppo_trainer`` config composed with ``overrides``, as ``python -m verl.trainer.main_ppo`` composes it."""

@@ -18,6 +18,7 @@ import numpy as np
 import psutil
 import pytest
 import torch
+from conftest import environment_without_cpu_mode
 from cpu_assets import read_jsonl, save_tiny_model, write_dataset, write_reward_function
 from reference import reference_bot_grpo
 
@@ -153,7 +154,7 @@ def test_verl_main_ppo_trains_bot_grpo_on_cpu_for_two_steps(tmp_path):
     (tmp_path / f"{SPY_MODULE}.py").write_text(SPY_SOURCE)
     metrics_path = tmp_path / "metrics.jsonl"
     env = {
-        **{key: value for key, value in os.environ.items() if key != "BOT_GRPO_CPU"},  # the preset alone switches it
+        **environment_without_cpu_mode(),  # the preset alone switches the CPU mode on
         "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
         "VERL_USE_EXTERNAL_MODULES": SPY_MODULE,
         "BOT_GRPO_SPY_DIR": str(spy_dir),

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import ray
 import transfer_queue as tq
-from conftest import verl_config
+from conftest import environment_without_cpu_mode, verl_config
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
 from verl.trainer.ppo.metric_utils import RolloutMoELoadBalanceMetricsAccumulator
 from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
@@ -98,7 +98,6 @@ elif sys.argv[1] == "reward_manager":
 print("PROBE " + json.dumps(states))
 """
 
-CPU_MODE_WRITES = ("VERL_PLATFORM", "VERL_ENGINE_DEVICE")
 REWARD_PATH = {"AgentLoopOutput.as_dict", "PPOTrainer._compute_metrics", "PPOTrainer._log_rollout_data"}
 CPU_MODE = {
     "environment",
@@ -123,13 +122,12 @@ def gpu_host(tmp_path_factory) -> dict:
 def probe(selection: str, host: dict, **environment: str) -> dict:
     """The probe's states (``imported``, then ``selected`` when ``selection`` selects the plugin) in a fresh
     interpreter, without the variables of this process's CPU mode unless given."""
-    env = {key: value for key, value in os.environ.items() if key not in ("BOT_GRPO_CPU", *CPU_MODE_WRITES)}
     result = subprocess.run(
         [sys.executable, "-c", PROBE, selection],
         capture_output=True,
         text=True,
         timeout=600,
-        env={**env, **host, **environment},
+        env={**environment_without_cpu_mode(), **host, **environment},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "bot-grpo-verl: ERROR" not in result.stderr, result.stderr[-3000:]
