@@ -30,22 +30,9 @@ import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
 from bot_grpo_verl.estimator import compute_bot_grpo_advantage
-from bot_grpo_verl.groups import suffix_sum
+from bot_grpo_verl.groups import last_valid_positions, suffix_sum
 from bot_grpo_verl.options import option_from_config
 from bot_grpo_verl.step_layout import check_no_kl_in_reward, is_step_end
-
-
-def last_valid_positions(response_mask: torch.Tensor) -> torch.Tensor:
-    """Column of each row's last valid token, -1 for a row without one.
-
-    Args:
-        response_mask: shape (bs, response_length), 0/1.
-
-    Returns:
-        shape (bs,), long.
-    """
-    positions = torch.arange(1, response_mask.shape[-1] + 1, device=response_mask.device)
-    return (response_mask.long() * positions).amax(dim=-1) - 1
 
 
 def row_token_mean(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:

@@ -15,11 +15,11 @@ import torch
 from bot_grpo_verl.groups import (
     Groups,
     accumulation_dtype,
+    bag_moments,
     check_batch,
     check_values,
-    pooled_moments,
+    last_valid_positions,
     reward_bound,
-    row_moments,
     suffix_sum,
 )
 from bot_grpo_verl.options import check_option_values, option_from_config, options_from_config
@@ -109,9 +109,9 @@ def compute_bot_grpo_advantage(
     non-empty row uses \mu = 0, \sigma = 1 (verl's GRPO convention). With outcome rewards only, each row's
     reward sum is first broadcast to its valid tokens (see :class:`BoTGRPOConfig`), and the result equals
     verl's ``grpo``. Statistics are accumulated in float32 (float64 for float64 rewards) around a reward of
-    each group's own, so a group whose tokens share one reward gets exactly zero advantage. One
-    device-to-host sync per call checks the inputs (:func:`bot_grpo_verl.groups.check_values`) and reads
-    whether the batch holds outcome rewards only.
+    each group's own (:func:`bot_grpo_verl.groups.bag_moments`), so a group whose tokens share one reward gets
+    exactly zero advantage. One device-to-host sync per call checks the inputs
+    (:func:`bot_grpo_verl.groups.check_values`) and reads whether the batch holds outcome rewards only.
 
     Args:
         token_level_rewards: `(torch.Tensor)`
@@ -144,14 +144,10 @@ def compute_bot_grpo_advantage(
             empty = rewards.new_zeros(rewards.shape)
             return empty, empty
         mask = response_mask.to(rewards.dtype)
-        last_valid = last_valid_positions(mask)
-        broadcast = (
-            is_outcome_batch(rewards, last_valid)
-            if options.outcome_broadcast == "auto"
-            else torch.full((), options.outcome_broadcast == "always", device=rewards.device)
-        )
-        (broadcast,) = check_values(rewards, response_mask, reward_bound(rewards.dtype, *rewards.shape), broadcast)
-        advantages = bag_advantages(rewards, mask, last_valid, groups, options, norm_by_std, broadcast)
+        bound = reward_bound(rewards.dtype, *rewards.shape)
+        on_device = broadcast_decision(rewards, mask, options.outcome_broadcast)
+        (broadcast,) = check_values(rewards, response_mask, bound, on_device)  # the one host sync
+        advantages = bag_advantages(rewards, mask, groups, options, norm_by_std, broadcast)
         if options.credit == "return_to_go":
             advantages = suffix_sum(advantages) / suffix_sum(mask).clamp(min=1) * mask
     return advantages, advantages
@@ -160,17 +156,15 @@ def compute_bot_grpo_advantage(
 def bag_advantages(
     rewards: torch.Tensor,
     mask: torch.Tensor,
-    last_valid: torch.Tensor,
     groups: Groups,
     options: BoTGRPOConfig,
     norm_by_std: bool,
     broadcast: bool,
 ) -> torch.Tensor:
-    """The formula of :func:`compute_bot_grpo_advantage`, on checked inputs.
+    """The formula of :func:`compute_bot_grpo_advantage`, term by term, on checked inputs.
 
     Args:
         rewards, mask: (B, T) in the accumulation dtype; the mask is 0/1.
-        last_valid: (B,) each row's last valid position (:func:`last_valid_positions`).
         groups: the rows' groups.
         options, norm_by_std: the estimator's options.
         broadcast: every valid token of a row carries the row's reward sum instead of its own reward.
@@ -178,32 +172,20 @@ def bag_advantages(
     Returns:
         (B, T) advantages.
     """
-    lengths = mask.sum(dim=-1)
-    non_empty = lengths > 0
-    single = groups.sum(non_empty.to(rewards.dtype)) <= 1
-    if broadcast:  # every valid token carries its row's reward sum: one value per row
-        scores = rewards.sum(dim=-1, keepdim=True)
-        centered = scores - group_shift(scores[:, 0], non_empty, groups, single)[groups.ids, None]  # (B, 1)
-        row_mean, row_m2 = centered[:, 0], torch.zeros_like(lengths)
-    else:
-        anchors = rewards.gather(1, last_valid.long().unsqueeze(1)).squeeze(1)  # a valid token's reward
-        shift = group_shift(anchors, non_empty, groups, single)
-        centered = torch.sub(rewards, shift[groups.ids, None]).mul_(mask)  # (B, T)
-        row_mean, row_m2 = row_moments(centered, lengths)
-    # the centred rewards' group mean and variance: mu_g - c_g (0 for a single row's group) and sigma_g^2
-    mean, variance = pooled_moments(row_mean, row_m2, *row_weights(lengths, options.weighting), groups)
-    mean = mean.masked_fill(single, 0.0)
-    scale = grpo_scale(variance, single, options.epsilon, norm_by_std)
-    if broadcast:
-        return (centered - mean[groups.ids, None]) / scale[groups.ids, None] * mask
-    # in place: m (r - c_g) - m (mu_g - c_g) = m (r - mu_g), divided by the scale
-    return centered.addcmul_(mask, mean[groups.ids, None], value=-1).div_(scale[groups.ids, None])
+    lengths = mask.sum(dim=-1)  # L_i (B,)
+    bag = rewards.sum(dim=-1, keepdim=True) if broadcast else rewards  # r[i,t]: (B, 1) the row's sum, or (B, T)
+    weights = token_weights(lengths, options.weighting)  # w[i,t] = w_i on valid tokens (B,)
+    deviations, variance = bag_moments(bag, mask, weights, groups)  # m[i,t] (r[i,t] - mu_g) (B, T), sigma_g^2 (G,)
+    scale = variance.sqrt() + options.epsilon if norm_by_std else torch.ones_like(variance)  # Dr.GRPO: none
+    return deviations / scale[groups.ids, None]  # A[i,t] (B, T)
 
 
-def last_valid_positions(mask: torch.Tensor) -> torch.Tensor:
-    """Per row of ``mask`` (B, T), the position of its last valid token (0 for an empty row), in its dtype."""
-    positions = torch.arange(mask.shape[-1], device=mask.device, dtype=mask.dtype)
-    return (mask * positions).amax(dim=-1)
+def broadcast_decision(rewards: torch.Tensor, mask: torch.Tensor, outcome_broadcast: str) -> torch.Tensor:
+    """0-d bool tensor: whether each row's reward sum replaces its token rewards (``outcome_broadcast``; for
+    ``"auto"``, :func:`is_outcome_batch`), on the device."""
+    if outcome_broadcast == "auto":
+        return is_outcome_batch(rewards, last_valid_positions(mask))
+    return torch.tensor(outcome_broadcast == "always", device=rewards.device)
 
 
 def is_outcome_batch(rewards: torch.Tensor, last_valid: torch.Tensor) -> torch.Tensor:
@@ -216,28 +198,9 @@ def is_outcome_batch(rewards: torch.Tensor, last_valid: torch.Tensor) -> torch.T
     return ((count == 0) | ((count == 1) & (position >= last_valid))).all()
 
 
-def group_shift(anchors: torch.Tensor, non_empty: torch.Tensor, groups: Groups, single: torch.Tensor) -> torch.Tensor:
-    """Per group (G,), the value its statistics are centred on: the largest of its non-empty rows' ``anchors``
-    (B,), each a reward of the row's own, so that a group of equal rewards centres to exact zeros and its
-    sums stay well conditioned; 0 for a ``single`` (G,) group, whose mean is 0 by verl's convention."""
-    return groups.max(anchors, non_empty).masked_fill(single, 0.0)
-
-
-def row_weights(lengths: torch.Tensor, weighting: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per row, from its valid-token count ``lengths`` (B,): the weight of each of its tokens in the group's
-    bag and the row's total weight (B,) each; 0 for an empty row.
-
-    ``inverse_length``: ``1 / L_i`` and 1 (every response weighs 1). ``uniform``: 1 and ``L_i``.
-    """
+def token_weights(lengths: torch.Tensor, weighting: str) -> torch.Tensor:
+    """Per row (B,), the weight of each of its valid tokens in its group's bag, from its valid-token count
+    ``lengths`` (B,): ``1 / L_i`` for ``inverse_length`` (every response weighs 1), 1 for ``uniform``; 0 for an
+    empty row."""
     non_empty = (lengths > 0).to(lengths.dtype)
-    if weighting == "inverse_length":
-        return non_empty / lengths.clamp(min=1), non_empty
-    return non_empty, lengths
-
-
-def grpo_scale(variance: torch.Tensor, single: torch.Tensor, epsilon: float, norm_by_std: bool) -> torch.Tensor:
-    """Per group (G,), what the centred rewards are divided by: ``std + epsilon`` from the ``variance`` (G,),
-    with std 1 for a ``single`` (G,) group (verl's convention); 1 without normalisation (Dr.GRPO)."""
-    if not norm_by_std:
-        return torch.ones_like(variance)
-    return torch.where(single, 1.0, variance.sqrt()) + epsilon
+    return non_empty / lengths.clamp(min=1) if weighting == "inverse_length" else non_empty

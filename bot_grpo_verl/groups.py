@@ -119,29 +119,30 @@ def is_binary(mask: torch.Tensor) -> torch.Tensor:
     return (low >= 0) & (high <= 1) & (fraction == 0)
 
 
-def check_values(rewards: torch.Tensor, response_mask: torch.Tensor, bound: float, *flags: torch.Tensor) -> list:
-    """The estimators' one device-to-host sync: check the mask and the rewards, and read ``flags``.
+def check_values(rewards: torch.Tensor, response_mask: torch.Tensor, bound: float, *reads: torch.Tensor) -> list[bool]:
+    """The estimators' one device-to-host sync: it checks the mask and the rewards, and brings back ``reads`` (0-d
+    bool tensors the caller needs on the host) in the same transfer.
 
     Args:
         rewards: (B, T) rewards in the accumulation dtype; every one must be finite and within ``bound``.
         response_mask: (B, T) mask as given; it must be bool or hold only 0 and 1 (it is not a weight).
         bound: the largest ``|r|`` allowed (:func:`reward_bound`, or less).
-        flags: 0-d bool tensors the caller needs on the host, read in the same sync.
+        reads: 0-d bool tensors.
 
     Returns:
-        ``flags`` as Python bools.
+        ``reads`` as Python bools.
 
     Raises:
         ValueError: for a mask value other than 0/1, or a NaN, infinite or too large reward.
     """
     low, high = torch.aminmax(rewards)
-    checks = [is_binary(response_mask), (low >= -bound) & (high <= bound), *flags]
-    mask_is_binary, rewards_are_bounded, *found = torch.stack(checks).tolist()
+    checks = [is_binary(response_mask), (low >= -bound) & (high <= bound), *reads]
+    mask_is_binary, rewards_are_bounded, *values = torch.stack(checks).tolist()
     if not mask_is_binary:
         raise_bad_mask(response_mask)
     if not rewards_are_bounded:
         raise_bad_rewards(rewards, bound)
-    return found
+    return values
 
 
 def raise_bad_mask(response_mask: torch.Tensor) -> None:
@@ -167,6 +168,59 @@ def raise_bad_rewards(rewards: torch.Tensor, bound: float) -> None:
     )
 
 
+def last_valid_positions(mask: torch.Tensor) -> torch.Tensor:
+    """(B,) long: the column of each row's last valid token in ``mask`` (B, T) (bool or 0/1), -1 for an empty row."""
+    columns = torch.arange(1, mask.shape[-1] + 1, device=mask.device)
+    return (mask * columns).amax(dim=-1).long() - 1
+
+
+def bag_moments(
+    values: torch.Tensor, mask: torch.Tensor, token_weight: torch.Tensor, groups: Groups
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each group's bag of weighted values: every valid value ``v[i,t]`` of its rows weighs ``w_i``, and
+
+        mu_g       = sum w v / W_g                     with W_g = sum w  (sums over the group's valid tokens)
+        sigma_g^2  = sum w (v - mu_g)^2 / (W_g - 1)    (Bessel-corrected, as verl's ``grpo``)
+
+    A group with one non-empty row has no spread to measure: ``mu_g = 0``, ``sigma_g^2 = 1`` (verl's convention).
+
+    The estimators' numerical safety lives here. The values are first centred on a valid value of each
+    group's own (the largest of its rows' last valid values), so that a group whose values are all equal gets
+    exactly zero deviations and variance, and a group's sums stay well conditioned whatever its offset; the
+    group's moments are pooled from each row's (Chan, Golub and LeVeque).
+
+    Args:
+        values: (B, T) the values (those on masked tokens are ignored), or (B, 1): one value on every token of
+            its row.
+        mask: (B, T) 0/1 in the values' dtype.
+        token_weight: (B,) the weight ``w_i`` of each valid token of row i (0 keeps the row out of the bag).
+        groups: the rows' groups.
+
+    Returns:
+        deviations: (B, T) ``m[i,t] (v[i,t] - mu_g)``: 0 on masked tokens.
+        variance: (G,) ``sigma_g^2``.
+    """
+    lengths = mask.sum(dim=-1)
+    non_empty = lengths > 0
+    single = groups.sum(non_empty.to(values.dtype)) <= 1  # (G,)
+    per_row = values.shape[-1] == 1  # one value on every token of its row
+    if per_row:
+        own_values = values.squeeze(1)  # (B,)
+    else:
+        own_values = values.gather(1, last_valid_positions(mask).clamp(min=0).unsqueeze(1)).squeeze(1)
+    shift = groups.max(own_values, non_empty).masked_fill(single, 0.0)  # (G,)
+    centred = values - shift[groups.ids, None]  # shaped as values, a fresh tensor
+    if per_row:  # a row's mean is its value, its spread 0
+        row_mean, row_m2 = centred.squeeze(1), torch.zeros_like(lengths)
+        centred = centred * mask  # (B, T)
+    else:
+        centred = centred.mul_(mask)  # in place
+        row_mean, row_m2 = row_moments(centred, lengths)
+    mean, variance = pooled_moments(row_mean, row_m2, token_weight, token_weight * lengths, groups)
+    mean, variance = mean.masked_fill(single, 0.0), variance.masked_fill(single, 1.0)
+    return centred.addcmul_(mask, mean[groups.ids, None], value=-1), variance  # in place; masked tokens stay 0
+
+
 def row_moments(values: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row, the mean of its valid values and the sum of their squared deviations from that mean.
 
@@ -187,18 +241,18 @@ def row_moments(values: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tens
 def pooled_moments(
     row_mean: torch.Tensor, row_m2: torch.Tensor, row_weight: torch.Tensor, row_mass: torch.Tensor, groups: Groups
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per group, the weighted mean and Bessel-corrected variance of the bag of all its rows' valid tokens,
+    """Per group, the weighted mean and Bessel-corrected variance of the bag of all its rows' valid values,
     combined from per-row moments (Chan, Golub and LeVeque's pairwise update).
 
     Args:
         row_mean, row_m2: (B,) each row's mean and sum of squared deviations (:func:`row_moments`).
-        row_weight: (B,) the weight of each of the row's tokens.
+        row_weight: (B,) the weight of each of the row's values.
         row_mass: (B,) the row's total weight, ``row_weight * length``.
         groups: the rows' groups.
 
     Returns:
-        mean: (G,) ``mu_g = sum w v / W_g`` with ``W_g = sum row_mass``.
-        variance: (G,) ``sum w (v - mu_g)^2 / (W_g - 1)``.
+        mean: (G,) ``sum w v / W_g`` with ``W_g = sum row_mass``.
+        variance: (G,) ``sum w (v - mean)^2 / (W_g - 1)``.
     """
     mass = groups.sum(row_mass)
     mean = groups.sum(row_mass * row_mean) / mass.clamp(min=1)

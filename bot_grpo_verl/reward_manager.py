@@ -4,6 +4,7 @@ It calls the user's ``compute_score`` exactly as verl's ``naive`` manager does (
 arguments), checks the result against the contract of :mod:`bot_grpo_verl.token_rewards`, aligns it
 to the response tokens (:mod:`bot_grpo_verl.alignment`) and returns the outcome score as a
 :class:`TokenRewardScore`: a float that carries the per-token rewards. verl moves it like any score;
+building the manager or a score selects the plugin in that process (:mod:`bot_grpo_verl.selection`), so that
 :mod:`bot_grpo_verl.verl_compat` and :meth:`BoTTokenRewardManager.assemble_rm_scores` write it into
 ``rm_scores`` densely, which verl hands to the estimator as ``token_level_rewards``.
 
@@ -28,6 +29,7 @@ from verl.utils.reward_score import default_compute_score
 
 from bot_grpo_verl.alignment import token_char_ranges, token_values_from_spans
 from bot_grpo_verl.options import check_option_values, options_from_config
+from bot_grpo_verl.selection import select
 from bot_grpo_verl.step_layout import is_step_end, step_end_rewards
 from bot_grpo_verl.token_rewards import parse_reward_result
 
@@ -58,6 +60,7 @@ class TokenRewardScore(float):
     error: str | None
 
     def __new__(cls, score: float, token_rewards, error: str | None = None):
+        select()  # where the score arrives (an agent-loop worker), verl's agent loop writes it densely
         value = super().__new__(cls, score)
         value.token_rewards = np.array(token_rewards, dtype=np.float32)
         value.token_rewards.flags.writeable = False
@@ -215,6 +218,7 @@ class BoTTokenRewardManager(RewardManagerBase):
     """
 
     def __init__(self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None):
+        select()  # the run uses the plugin's reward manager
         _refuse_unsupported_trainer(config)
         super().__init__(config, tokenizer, compute_score)
         self.compute_score = compute_score or default_compute_score

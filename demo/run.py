@@ -143,7 +143,8 @@ def run_verl(
     metrics_path = out / "metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
     ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
-    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics_path), "RAY_TMPDIR": ray_tmp}
+    # BOT_GRPO_CPU=1: the CPU mode in verl's driver too (the cpu preset switches it on in the Ray workers only)
+    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics_path), "RAY_TMPDIR": ray_tmp, "BOT_GRPO_CPU": "1"}
     command = verl_command(overrides)
     (out / "command.txt").write_text(" ".join(command) + "\n")
     done = threading.Event()

@@ -3,7 +3,7 @@
 An edge ``A -> B`` means that module A imports module B anywhere in its source (at module level or
 inside a function: a lazy import is a dependency too). The package is cut into layers, bottom to top::
 
-    contract & alignment           the token-reward contract, the alignment of spans to tokens
+    contract & alignment           the token-reward contract, the alignment of spans to tokens, the selection hooks
     estimators & reward manager    the algorithm, its baselines, the reward manager and reward functions
     verl coupling & CPU mode       beside the estimators: neither side imports the other
     entry points                   the verl plugin and the command line, which import everything
@@ -35,6 +35,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "bot_grpo_verl.alignment",
             "bot_grpo_verl.step_layout",
             "bot_grpo_verl.learning_signal",
+            "bot_grpo_verl.selection",
         ),
         (),
     ),

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import environment_without_cpu_mode
 from cpu_assets import read_jsonl, run_trainer, save_tiny_model, write_dataset, write_reward_function
 from reference import reference_bot_grpo
 
 from bot_grpo_verl import heatmap
-from bot_grpo_verl.verl_compat.cpu_platform import accelerator_present
 
 pytestmark = pytest.mark.slow  # verl's whole trainer: minutes
 SPY_MODULE = "bot_grpo_estimator_spy"
@@ -81,7 +81,7 @@ def estimated_rows(call: dict) -> list[tuple]:
     )
 
 
-@pytest.mark.skipif(accelerator_present(), reason="exercises the CPU mode, which is off on accelerator hosts")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="exercises the CPU mode, for hosts without accelerator")
 def test_verl_main_ppo_trains_bot_grpo_on_cpu_for_two_steps(tmp_path):
     model = save_tiny_model(tmp_path / "model")
     write_dataset(tmp_path / "train.parquet", rows=8)
@@ -92,7 +92,7 @@ def test_verl_main_ppo_trains_bot_grpo_on_cpu_for_two_steps(tmp_path):
     (tmp_path / f"{SPY_MODULE}.py").write_text(SPY_SOURCE)
     metrics_path = tmp_path / "metrics.jsonl"
     env = {
-        **os.environ,
+        **environment_without_cpu_mode(),  # the preset alone switches the CPU mode on
         "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
         "VERL_USE_EXTERNAL_MODULES": SPY_MODULE,
         "BOT_GRPO_SPY_DIR": str(spy_dir),

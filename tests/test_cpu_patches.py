@@ -22,10 +22,11 @@ from verl.workers.rollout.replica import get_rollout_replica_class
 
 import bot_grpo_verl.cpu as cpu_mode
 from bot_grpo_verl.cpu.rollout import HFRolloutReplica, HFServerAdapter
+from bot_grpo_verl.plugin import SERVER_ADAPTER, load_replica
 from bot_grpo_verl.verl_compat import UnsupportedVerl, cpu_patches
-from bot_grpo_verl.verl_compat.cpu_platform import accelerator_present, use_cpu_platform
+from bot_grpo_verl.verl_compat.cpu_platform import use_cpu_platform
 
-pytestmark = pytest.mark.skipif(accelerator_present(), reason="the CPU mode is only active without accelerator")
+pytestmark = pytest.mark.skipif(not cpu_mode.is_active(), reason="the test process runs without the CPU mode")
 
 
 def free_port() -> int:
@@ -70,37 +71,33 @@ def test_the_device_module_reports_process_memory_and_no_accelerator():
     device.empty_cache(), device.synchronize(), device.set_device(0)
 
 
-@pytest.mark.parametrize(("value", "expected"), [("1", True), ("true", True), ("0", False), ("off", False), ("", None)])
-def test_bot_grpo_cpu_env_var_forces_the_mode(monkeypatch, value, expected):
+@pytest.mark.parametrize(("value", "expected"), [("1", True), ("yes", True), ("0", False), ("off", False), ("", False)])
+def test_bot_grpo_cpu_env_var_switches_the_mode(monkeypatch, value, expected):
     monkeypatch.setenv(cpu_mode.ENV_VAR, value)
     assert cpu_mode.requested() is expected
+
+
+def test_the_mode_is_off_unless_the_run_asks_for_it(monkeypatch):
+    monkeypatch.delenv(cpu_mode.ENV_VAR)
+    assert cpu_mode.requested() is False  # whatever the host: no accelerator here, and still off
 
 
 def test_a_bad_bot_grpo_cpu_value_is_an_error(monkeypatch):
     monkeypatch.setenv(cpu_mode.ENV_VAR, "maybe")
     with pytest.raises(ValueError, match="BOT_GRPO_CPU='maybe'"):
-        cpu_mode.should_activate()
+        cpu_mode.requested()
 
 
-def test_unset_env_follows_verl_detection_and_respects_an_explicit_verl_platform(monkeypatch):
-    monkeypatch.delenv(cpu_mode.ENV_VAR)
-    assert cpu_mode.should_activate() is True  # this host has no accelerator
-    monkeypatch.setenv("VERL_PLATFORM", "nvidia")
-    assert cpu_mode.should_activate() is False
-
-
-def test_a_host_with_an_accelerator_stays_off(monkeypatch):
-    from verl.plugin.platform import PlatformRegistry
-
-    monkeypatch.delenv(cpu_mode.ENV_VAR)
-    monkeypatch.setattr(PlatformRegistry.get("nvidia"), "is_platform_available", lambda self, use_smi_check=False: True)
-    assert accelerator_present() is True
-    assert cpu_mode.should_activate() is False
+def test_the_hf_cpu_rollout_refuses_a_process_without_the_cpu_mode_and_names_the_fix(monkeypatch):
+    monkeypatch.setattr(cpu_mode, "_active", False)
+    for build in (load_replica, lambda: HFServerAdapter(None, None, None)):
+        with pytest.raises(RuntimeError, match=r"BOT_GRPO_CPU=1 .*ray_kwargs\.ray_init\.runtime_env\.env_vars"):
+            build()
 
 
 def test_activation_is_idempotent():
     defaults = distributed.initialize_global_process_group_ray.__defaults__
-    cpu_patches.apply_all(cpu_mode.SERVER_ADAPTER, cpu_mode.load_replica)
+    cpu_patches.apply_all()
     assert cpu_mode.activate() is True
     assert distributed.initialize_global_process_group_ray.__defaults__ == defaults == (None, "gloo")
 
@@ -152,7 +149,7 @@ class _OldReplayBuffer:
 
 
 def register_hf_cpu_rollout():
-    cpu_patches.register_rollout(cpu_mode.SERVER_ADAPTER, cpu_mode.load_replica)
+    cpu_patches.register_rollout(SERVER_ADAPTER, load_replica)
 
 
 class _OldEngineRegistry:

@@ -1,5 +1,9 @@
 """Installing the plugin leaves a verl run that does not select it as verl made it.
 
+In a fresh interpreter, on a host without accelerator and on a simulated one with a GPU, ``import verl`` with the
+plugin installed leaves the environment and every verl function the plugin can adapt exactly as without it;
+a run that selects the plugin (its estimator, its reward manager's score, the CPU mode) adapts them then.
+
 verl's real ``PPOTrainer._compute_metrics`` runs over a real TransferQueue holding a step's samples as
 verl's agent loop and trainer write them (plus one of verl's synthetic padding rows), with a spy on
 ``transfer_queue.kv_batch_get``. With and without the plugin's wrapper (verl's original function), a
@@ -7,7 +11,11 @@ plain GRPO run logs the same metrics and makes the same reads; a run that select
 estimators or reward manager also gets ``reward_extra/<key>/mean`` over its real samples.
 """
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from types import SimpleNamespace
 
@@ -15,13 +23,15 @@ import numpy as np
 import pytest
 import ray
 import transfer_queue as tq
-from conftest import verl_config
+from conftest import environment_without_cpu_mode, verl_config
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
 from verl.trainer.ppo.metric_utils import RolloutMoELoadBalanceMetricsAccumulator
 from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
 from verl.trainer.ppo.reward import resolve_reward_manager_cls
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+from bot_grpo_verl import selection
 
 # (prompt ids, response ids, outcome, the reward function's extra info) of one step's samples
 SAMPLES = [
@@ -34,11 +44,140 @@ BATCH_MULTIPLE = 4  # verl adds one synthetic padding row, a copy of the first s
 TIMING = {"step": 2.0, "gen": 1.0}
 
 
-pytestmark = pytest.mark.slow  # a Ray cluster for verl's TransferQueue
+pytestmark = pytest.mark.slow  # a Ray cluster for verl's TransferQueue, fresh verl interpreters
+
+
+# --------------------------------------------------------------------------- a fresh interpreter, both ways
+
+PROBE = """
+import json, os, sys
+environment = dict(os.environ)
+if os.environ.get("PROBE_GPU_HOST"):  # a host with a GPU, as torch and verl's platform detection see it
+    import torch
+    torch.cuda.is_available = lambda: True
+import verl
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
+from verl.plugin.platform import PlatformRegistry
+from verl.trainer.ppo import metric_utils
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+from verl.trainer.ppo.v1 import trainer_base, utils as v1_utils
+from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+from verl.utils import distributed
+from verl.workers.engine.fsdp import transformer_impl
+
+def identity(obj):
+    code = getattr(obj, "__code__", None)
+    where = (code.co_filename, code.co_firstlineno) if code else ()
+    names = [getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)]
+    return [*names, *where, repr(getattr(obj, "__defaults__", None))]
+
+def state():
+    return {
+        "environment": {key: value for key, value in os.environ.items() if environment.get(key) != value},
+        "AgentLoopOutput.as_dict": identity(AgentLoopOutput.as_dict),
+        "PPOTrainer._compute_metrics": identity(PPOTrainer._compute_metrics),
+        "PPOTrainer._log_rollout_data": identity(PPOTrainer._log_rollout_data),
+        "PPOTrainer.init": identity(PPOTrainer.init),
+        "v1.utils.compute_advantage_for_multi_trajectories": identity(
+            v1_utils.compute_advantage_for_multi_trajectories
+        ),
+        "v1.trainer_base.compute_advantage_for_multi_trajectories": identity(
+            trainer_base.compute_advantage_for_multi_trajectories
+        ),
+        "metric_utils.bootstrap_metric": identity(metric_utils.bootstrap_metric),
+        "initialize_global_process_group_ray": identity(distributed.initialize_global_process_group_ray),
+        "ReplayBuffer.__init__": identity(ReplayBuffer.__init__),
+        "transformer_impl.CPUOffloadPolicy": identity(transformer_impl.CPUOffloadPolicy),
+        "platforms": sorted(PlatformRegistry.registered_names()),
+    }
+
+states = {"imported": state(), "gpu": PlatformRegistry.get("nvidia")().is_platform_available(use_smi_check=True)}
+if sys.argv[1] == "estimator":
+    import numpy as np, torch
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    get_adv_estimator_fn("bot_grpo")(torch.ones(2, 3), torch.ones(2, 3), np.array(["a", "a"], dtype=object))
+    states["selected"] = state()
+elif sys.argv[1] == "reward_manager":
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+    manager = get_reward_manager_cls("bot_token")
+    states["resolved"] = state()  # resolving it by name selects nothing
+    sys.modules[manager.__module__].TokenRewardScore(1.0, [0.5, 0.5])  # a score arrives (an agent-loop worker)
+    states["selected"] = state()
+print("PROBE " + json.dumps(states))
+"""
+
+REWARD_PATH = {
+    "AgentLoopOutput.as_dict",
+    "PPOTrainer._compute_metrics",
+    "PPOTrainer._log_rollout_data",
+    "PPOTrainer.init",
+    "v1.utils.compute_advantage_for_multi_trajectories",
+    "v1.trainer_base.compute_advantage_for_multi_trajectories",
+}
+CPU_MODE = {
+    "environment",
+    "metric_utils.bootstrap_metric",
+    "initialize_global_process_group_ray",
+    "ReplayBuffer.__init__",
+    "transformer_impl.CPUOffloadPolicy",
+    "platforms",
+}
+
+
+@pytest.fixture(scope="module")
+def gpu_host(tmp_path_factory) -> dict:
+    """The environment of a simulated GPU host: an ``nvidia-smi`` on the path (verl's platform probe)."""
+    folder = tmp_path_factory.mktemp("gpu-host")
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-0)'\n")
+    smi.chmod(0o755)
+    return {"PROBE_GPU_HOST": "1", "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def probe(selection: str, host: dict, **environment: str) -> dict:
+    """The probe's states (``imported``, then ``selected`` when ``selection`` selects the plugin) in a fresh
+    interpreter, without the variables of this process's CPU mode unless given."""
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, selection],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**environment_without_cpu_mode(), **host, **environment},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "bot-grpo-verl: ERROR" not in result.stderr, result.stderr[-3000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("PROBE "))
+    return json.loads(line.removeprefix("PROBE "))
+
+
+def changed(state: dict, verl_alone: dict) -> set[str]:
+    return {key for key in verl_alone if state[key] != verl_alone[key]}
+
+
+@pytest.mark.parametrize("host", ["cpu_host", "gpu_host"])
+def test_importing_verl_with_the_plugin_changes_nothing_until_a_run_selects_it(host, request):
+    environment = request.getfixturevalue("gpu_host") if host == "gpu_host" else {}
+    verl_alone_states = probe("none", environment, VERL_USE_EXTERNAL_PLUGINS="none")
+    assert verl_alone_states["gpu"] is (host == "gpu_host")  # verl's own probe sees the host as simulated
+    verl_alone = verl_alone_states["imported"]
+    by_estimator = probe("estimator", environment)
+    by_reward_manager = probe("reward_manager", environment)
+    for states in (by_estimator, by_reward_manager):
+        assert states["imported"] == states.get("resolved", verl_alone) == verl_alone  # as verl made them
+        assert changed(states["selected"], verl_alone) == REWARD_PATH  # the reward path only, not the CPU mode
+    by_environment = probe("none", environment, BOT_GRPO_SELECTED="1")["imported"]  # what the presets pass
+    assert changed(by_environment, verl_alone) == REWARD_PATH
+    in_cpu_mode = probe("none", environment, BOT_GRPO_CPU="1")["imported"]
+    assert changed(in_cpu_mode, verl_alone) == REWARD_PATH | CPU_MODE  # the run asked for it: the host does not matter
+    assert {"VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda"}.items() <= in_cpu_mode["environment"].items()
+
+
+# --------------------------------------------------------------------------- the training metrics, in process
 
 
 @pytest.fixture(scope="module")
 def transfer_queue():
+    selection.select()  # this process plays a run that selects the plugin: its adapters are in place
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     ray.init(num_cpus=4, include_dashboard=False, _temp_dir=temp_dir, log_to_driver=False)
     try:

@@ -11,6 +11,7 @@ from reference import reference_bot_grpo
 from verl import DataProto
 from verl.trainer.ppo.v1 import trainer_base, utils
 
+from bot_grpo_verl import selection
 from bot_grpo_verl.plugin import estimators
 from bot_grpo_verl.verl_compat.sessions import adapt_multi_output_sessions, final_outputs
 
@@ -71,9 +72,7 @@ def session_of(keys):
 @pytest.mark.parametrize("norm_by_std", [True, False])
 @pytest.mark.parametrize("function", [utils.compute_advantage_for_multi_trajectories, "trainer_base"])
 def test_bot_grpo_equals_verls_grpo_on_outcome_rewards_output_for_output(seed, norm_by_std, function):
-    function = (
-        trainer_base.compute_advantage_for_multi_trajectories if function == "trainer_base" else function
-    )
+    function = trainer_base.compute_advantage_for_multi_trajectories if function == "trainer_base" else function
     batch = sessions_batch(seed, outcome=True)
     ours = verl_v1_advantages(function, *batch[:4], "bot_grpo", norm_by_std)
     grpo = verl_v1_advantages(function, *batch[:4], "grpo", norm_by_std)
@@ -109,6 +108,31 @@ def test_other_estimators_take_verls_own_path():
     wrapped = verl_v1_advantages(utils.compute_advantage_for_multi_trajectories, *batch[:4], "grpo")
     original = verl_v1_advantages(utils.compute_advantage_for_multi_trajectories.__wrapped__, *batch[:4], "grpo")
     torch.testing.assert_close(wrapped, original, atol=0, rtol=0)
+
+
+@pytest.fixture
+def selected_late(monkeypatch):
+    """This process as a trainer whose run selects the plugin by its estimator alone: not selected when verl calls
+    it (the adapters, already in place here, are bypassed by calling verl's own function)."""
+    monkeypatch.setattr(selection, "_selected", False)
+    monkeypatch.setattr(selection, "_hooks", [])
+    return utils.compute_advantage_for_multi_trajectories.__wrapped__
+
+
+def test_a_run_selected_at_its_first_estimate_refuses_multi_output_sessions_naming_the_fix(selected_late):
+    batch = sessions_batch(3, outcome=True)
+    with pytest.raises(RuntimeError, match=r"several outputs.*\+preset=bot_grpo.*BOT_GRPO_SELECTED=1"):
+        verl_v1_advantages(selected_late, *batch[:4], "bot_grpo")
+
+
+def test_a_run_selected_at_its_first_estimate_is_warned_and_estimates_single_output_sessions(selected_late, capsys):
+    keys, rewards, mask, uids, _ = sessions_batch(5, outcome=False)
+    single = [f"{key.rsplit('_', 1)[0]}x{row}_0" for row, key in enumerate(keys)]
+    ours = verl_v1_advantages(selected_late, single, rewards, mask, uids, "bot_grpo")
+    torch.testing.assert_close(ours.double(), reference_bot_grpo(rewards, mask, uids), atol=1e-5, rtol=0)
+    assert "WARNING: the plugin was selected at the run's first advantage computation" in capsys.readouterr().err
+    verl_v1_advantages(selected_late, single, rewards, mask, uids, "bot_grpo")
+    assert capsys.readouterr().err == ""  # once
 
 
 def test_final_outputs_are_the_highest_index_of_each_session():

@@ -48,7 +48,7 @@ def test_an_in_reward_kl_penalty_is_refused():
 
 
 def test_verl_dispatches_pure_by_name_and_rejects_bad_options():
-    assert get_adv_estimator_fn("pure") is compute_pure_advantage
+    assert get_adv_estimator_fn("pure").__wrapped__ is compute_pure_advantage
     rewards, mask, index = step_layout(torch.Generator().manual_seed(5))
     config = OmegaConf.create({"adv_estimator": "pure", "pure": {"temperature": 0.5}})
     data = DataProto.from_dict(

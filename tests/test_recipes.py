@@ -53,6 +53,7 @@ ALGORITHM_KEYS = (
     "reward.custom_reward_function.path",
     "reward.custom_reward_function.reward_kwargs.token_reward_path",
     "trainer.experiment_name",  # the run's name
+    "ray_kwargs.ray_init.runtime_env.env_vars.BOT_GRPO_SELECTED",  # the plugin's presets select it in every worker
 )
 # Keys verl's config does not define and that a recipe adds on purpose ('+'); anything else must exist.
 NEW_KEYS = (

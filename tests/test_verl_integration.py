@@ -28,7 +28,7 @@ def data_proto(rewards, mask, index):
 
 
 def test_verl_resolves_the_estimator_by_name():
-    assert get_adv_estimator_fn("bot_grpo") is compute_bot_grpo_advantage
+    assert get_adv_estimator_fn("bot_grpo").__wrapped__ is compute_bot_grpo_advantage
 
 
 @pytest.mark.parametrize("weighting", ["inverse_length", "uniform"])

@@ -29,9 +29,10 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 from verl.workers.rollout.utils import ensure_async_iterator, get_max_position_embeddings
 
+from bot_grpo_verl.cpu import require_active
 from bot_grpo_verl.cpu.batching import RequestBatcher
 from bot_grpo_verl.cpu.sampling_params import parse_sampling_params, resolve_max_tokens
-from bot_grpo_verl.verl_compat.cpu_patches import ROLLOUT_NAME
+from bot_grpo_verl.verl_compat.cpu_patches import ROLLOUT_NAME, set_replica_server
 
 MAX_CONCURRENT_REQUESTS = 1 << 20
 """Ray's ``max_concurrency`` of a server actor. verl's default (``max(1000, max_num_seqs + 16)``) holds the
@@ -195,8 +196,7 @@ class HFRolloutReplica(RolloutReplica):
         )
         await server.__ray_ready__.remote()
         self.servers = [server]
-        self._server_handle = server
-        self._server_address = name  # routing key only: the server has no HTTP endpoint
+        set_replica_server(self, server, name)  # the name is a routing key only: the server has no HTTP endpoint
 
 
 class HFServerAdapter(BaseRollout):
@@ -208,6 +208,7 @@ class HFServerAdapter(BaseRollout):
     """
 
     def __init__(self, config: Any, model_config: Any, device_mesh: Any, replica_rank: int = -1) -> None:
+        require_active()
         super().__init__(config, model_config, device_mesh)
         rank = int(os.environ["RANK"])
         world = (

@@ -17,7 +17,8 @@ here touches its internals, after checking with :func:`~.guard.require` that the
 - :mod:`.cpu_platform` and :mod:`.cpu_patches`: the CPU mode (:mod:`bot_grpo_verl.cpu`) only, which also
   applies :mod:`.validation_metrics` (verl's validation bootstrap vectorised: same numbers, less time).
 
-:func:`apply_adapters` applies the first five once per process (the plugin calls it on ``import verl``).
+:func:`apply_adapters` applies the first five once per process, when a run first selects the plugin there
+(:mod:`bot_grpo_verl.selection`); the CPU mode's are applied where the run asks for it (:mod:`bot_grpo_verl.cpu`).
 Importing this package does not import verl.
 """
 

@@ -4,7 +4,9 @@ verl 0.9.1 runs its trainer on CUDA/NPU only. Each function below makes one piec
 CPU-only host, prefers verl's public extension points (rollout registry, env vars), names the verl
 function it works around, and first checks (:func:`~bot_grpo_verl.verl_compat.guard.require`) that verl
 still has the shape it relies on. :func:`bot_grpo_verl.cpu.activate` applies them once per process, only
-in the CPU mode; ``tests/test_cpu_patches.py`` checks each against the installed verl.
+in the CPU mode; the plugin registers the rollout's name (:func:`register_rollout`) in every process, and the
+rollout sets its replica's server through :func:`set_replica_server`. ``tests/test_cpu_patches.py`` checks
+each against the installed verl.
 """
 
 from __future__ import annotations
@@ -162,14 +164,33 @@ def register_rollout(server_adapter: str, load_replica: Callable[[], type]) -> N
     replica.RolloutReplicaRegistry.register(ROLLOUT_NAME, load_replica)
 
 
-def apply_all(server_adapter: str, load_replica: Callable[[], type]) -> None:
-    """Select the CPU platform, apply every workaround, register the rollout and make verl's validation
-    metrics cheap (:mod:`.validation_metrics`: same numbers) (idempotent)."""
+def set_replica_server(replica: Any, server: Any, address: str) -> None:
+    """Make ``server`` (a Ray actor handle) and ``address`` the server of ``replica``, a
+    verl.workers.rollout.replica.RolloutReplica, as its ``launch_servers`` must.
+
+    verl's replicas expose their server through the read-only properties ``server_handle`` and
+    ``server_address``, which return the private attributes ``_server_handle`` and ``_server_address``;
+    verl has no setter.
+    """
+    from verl.workers.rollout.replica import RolloutReplica
+
+    require(
+        "return self._server_handle" in source_of(RolloutReplica.server_handle.fget)
+        and "return self._server_address" in source_of(RolloutReplica.server_address.fget),
+        "verl.workers.rollout.replica.RolloutReplica.server_handle/server_address",
+        "they return the attributes _server_handle and _server_address",
+    )
+    replica._server_handle = server
+    replica._server_address = address
+
+
+def apply_all() -> None:
+    """Select the CPU platform, apply every workaround and make verl's validation metrics cheap
+    (:mod:`.validation_metrics`: same numbers) (idempotent)."""
     use_cpu_platform()
     use_gloo_backend()
     import_engines_quietly()  # after the platform (the engines cache the device name), before anything imports them
     poll_replay_buffer_often()
     select_fsdp_engines()
     unpin_fsdp2_offload(importlib.import_module(FSDP_ENGINE_MODULE))
-    register_rollout(server_adapter, load_replica)
     vectorise_validation_bootstrap()

@@ -2,8 +2,8 @@
 
 verl 0.9.1 selects a platform (device, collective backend, device module) through its public
 ``verl.plugin.platform.PlatformRegistry``; it knows CUDA and NPU only. :func:`use_cpu_platform` registers
-and selects a CPU platform (``device_name="cpu"``, gloo), and :func:`accelerator_present` is verl's own
-host-level detection, with which :mod:`bot_grpo_verl.cpu` decides whether to turn the CPU mode on.
+and selects a CPU platform (``device_name="cpu"``, gloo) when a run asks for the CPU mode
+(:mod:`bot_grpo_verl.cpu`).
 """
 
 from __future__ import annotations
@@ -182,33 +182,6 @@ def cpu_platform_class() -> type:
             return None
 
     return PlatformCPU
-
-
-def accelerator_present() -> bool:
-    """Whether this host has an accelerator, by verl's own host-level detection.
-
-    verl.plugin.platform.platform_manager._detect_platform_name probes each registered platform with
-    ``is_platform_available(use_smi_check=True)``, which also sees GPUs from CPU-only Ray actors (where
-    ``torch.cuda.is_available()`` is False); the same probe is used here, before the CPU platform exists.
-    """
-    from verl.plugin.platform import PlatformRegistry
-
-    require(
-        hasattr(PlatformRegistry, "registered_names"),
-        "verl.plugin.platform.PlatformRegistry.registered_names",
-        "it exists",
-    )
-    if torch.cuda.is_available():
-        return True
-    for name in PlatformRegistry.registered_names():
-        if name == "cpu":
-            continue
-        try:
-            if PlatformRegistry.get(name)().is_platform_available(use_smi_check=True):
-                return True
-        except Exception:  # a platform whose runtime is absent (e.g. torch_npu) is simply not present
-            continue
-    return False
 
 
 def use_cpu_platform() -> None:

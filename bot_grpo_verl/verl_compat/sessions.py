@@ -21,6 +21,7 @@ does not use their scores. Single-output batches (every ``index`` 0) come out ex
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Collection
 
 import torch
@@ -101,3 +102,21 @@ def adapt_multi_output_sessions(estimator_names: Collection[str]) -> None:
 
     for owner in (utils, trainer_base):
         wrap_once(owner, FUNCTION, make_wrapper)
+
+
+def refuse_unadapted_multi_output_step(why: str) -> None:
+    """Raise if this call runs inside verl's own ``compute_advantage_for_multi_trajectories`` (the adapter was not
+    applied when the trainer called it) on a batch with multi-output sessions, which verl then hands whole to a
+    plugin estimator: every session would count once per output. ``why`` says how the run got there."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == FUNCTION and frame.f_globals.get("__name__") == "verl.trainer.ppo.v1.utils":
+            batch_keys = frame.f_locals.get("batch_keys", [])
+            if len(final_outputs(batch_keys)[0]) < len(batch_keys):
+                raise RuntimeError(
+                    f"bot-grpo-verl: this batch has agent sessions with several outputs, which verl's {FUNCTION} "
+                    f"hands to the plugin's estimator output by output: {why}"
+                )
+            return
+        frame = frame.f_back

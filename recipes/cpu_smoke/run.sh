@@ -37,7 +37,8 @@ RAY_DIR=$(mktemp -d /tmp/ray.XXXXXX)
 trap 'rm -rf "$RAY_DIR"' EXIT
 
 export VERL_FILE_LOGGER_PATH=$METRICS HF_HOME=${HF_HOME:-$PWD/.cache/huggingface} TOKENIZERS_PARALLELISM=false
-"$PYTHON" -m verl.trainer.main_ppo \
+# The cpu preset switches the CPU mode on in verl's Ray workers; BOT_GRPO_CPU=1 does it in this driver too.
+BOT_GRPO_CPU=1 "$PYTHON" -m verl.trainer.main_ppo \
     +preset=[bot_grpo,cpu] \
     data.train_files="$TRAIN_FILES" \
     data.val_files="$VAL_FILES" \
