@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.registry import register
@@ -138,7 +139,12 @@ def dense_token_rewards(
 
 
 def aligned_token_rewards(
-    result, text: str, ranges: np.ndarray, options: TokenRewardConfig, assistant: np.ndarray | None = None
+    result,
+    text: str,
+    ranges: np.ndarray,
+    options: TokenRewardConfig,
+    assistant: np.ndarray | None = None,
+    calls: list[tuple[int, int]] | None = None,
 ) -> tuple[np.ndarray, dict]:
     """:func:`dense_token_rewards` once the response is decoded and aligned.
 
@@ -152,6 +158,8 @@ def aligned_token_rewards(
             from it (:mod:`bot_grpo_verl.turns`): a turn's value goes on all its tokens (with
             ``placement=step_end``: on its last token, one step per turn), a call's on the tokens of its
             characters; every other token gets 0 (``-0.0``, no step, with ``placement=step_end``).
+        calls: the tool calls' characters in ``text``; None: every call in the turns
+            (:func:`~bot_grpo_verl.turns.tool_call_spans`).
 
     Returns:
         rewards: float64 array of shape (L,).
@@ -162,7 +170,7 @@ def aligned_token_rewards(
     length = len(ranges)
     assistant = np.ones(length, dtype=bool) if assistant is None else np.asarray(assistant, dtype=bool)
     turns = assistant_turns(assistant)
-    calls = tool_call_spans(text, turn_char_spans(turns, ranges))
+    calls = tool_call_spans(text, turn_char_spans(turns, ranges)) if calls is None else calls
     parsed = parse_reward_result(result, len(text), length, len(turns), len(calls))
     if parsed.call_rewards is not None:
         parsed = replace(parsed, spans=value_spans(calls, parsed.call_rewards), call_rewards=None)
@@ -270,6 +278,8 @@ class BoTTokenRewardManager(RewardManagerBase):
         self.compute_score = compute_score or default_compute_score
         self.is_async_reward_score = inspect.iscoroutinefunction(self.compute_score)
         self.options = TokenRewardConfig.from_reward_config(config.get("reward"))
+        # the calls verl's tool agent loop executes per turn (its tool_rewards): the rest get no call value
+        self.calls_per_turn = OmegaConf.select(config, "actor_rollout_ref.rollout.multi_turn.max_parallel_calls")
         self.extra_reward_kwargs = (
             {"reward_router_address": reward_router_address, "reward_model_tokenizer": reward_model_tokenizer}
             if reward_router_address is not None
@@ -320,10 +330,8 @@ class BoTTokenRewardManager(RewardManagerBase):
                 None, lambda: token_char_ranges(self.tokenizer, valid_response_ids)
             )
             turns = turn_char_spans(assistant_turns(assistant), ranges)
-            extra_info["turn_spans"], extra_info["call_spans"] = (
-                turns.tolist(),
-                list(map(list, tool_call_spans(text, turns))),
-            )
+            calls = tool_call_spans(text, turns, self.calls_per_turn)
+            extra_info["turn_spans"], extra_info["call_spans"] = turns.tolist(), list(map(list, calls))
             result = await self.score_response(
                 data_source=data_source,
                 solution_str=text,
@@ -333,7 +341,7 @@ class BoTTokenRewardManager(RewardManagerBase):
             )
             result = with_verl_values(result, self.options, tool_extra_fields)
             # ~0.2 ms at 4k tokens: inline
-            rewards, info = aligned_token_rewards(result, text, ranges, self.options, assistant)
+            rewards, info = aligned_token_rewards(result, text, ranges, self.options, assistant, calls)
         except Exception as error:
             raise RuntimeError(f"bot_token reward failed for {sample}: {type(error).__name__}: {error}") from error
         return {"reward_score": TokenRewardScore(info["score"], rewards), "reward_extra_info": info}

@@ -8,8 +8,9 @@ template tokens between them, marked by ``response_mask`` (1 on the tokens the p
 
 An **assistant turn** is a maximal run of mask-1 tokens; its span is the characters of ``solution_str`` that its
 tokens produced (:func:`bot_grpo_verl.alignment.token_char_ranges`). A **tool call** is a hermes-style block
-``<tool_call>...</tool_call>`` inside an assistant turn (verl's default ``multi_turn.format=hermes``; its
-``qwen3_coder`` and ``glm`` formats use the same tags), in the order the turns made them. A reward function's
+``<tool_call>...</tool_call>`` inside an assistant turn (verl's default ``multi_turn.format=hermes``) that verl's
+parser accepts and its tool agent loop executes (at most ``max_parallel_calls`` per turn), in order: one entry of
+verl's ``tool_rewards`` each. A reward function's
 ``turn_rewards`` (:mod:`bot_grpo_verl.token_rewards`) go on every token of their turn (its EOS included) and
 ``call_rewards`` become spans over the calls, reaching the tokens exactly as spans do; the ``bot_token`` manager
 then zeroes every mask-0 token.
@@ -17,6 +18,7 @@ then zeroes every mask-0 token.
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -27,8 +29,8 @@ RESPONSE_MASK_KEY = "bot_grpo_response_mask"
 """The reward worker's input column that holds the final output's ``response_mask`` (written by
 :mod:`bot_grpo_verl.verl_compat.agent_loop` for the runs that use the plugin, read by the ``bot_token`` manager)."""
 
-TOOL_CALL = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
-"""A hermes-style tool call, as verl's ``hermes`` tool parser finds it."""
+TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+"""A hermes-style tool call block, as verl's ``hermes`` tool parser finds it."""
 
 
 def assistant_turns(assistant: np.ndarray) -> np.ndarray:
@@ -61,13 +63,25 @@ def turn_char_spans(turns: np.ndarray, ranges: np.ndarray) -> np.ndarray:
     return np.stack((starts, np.maximum(starts, ranges[turns[:, 1] - 1, 1])), axis=1)
 
 
-def tool_call_spans(text: str, turn_spans: np.ndarray) -> list[tuple[int, int]]:
-    """The character ranges of the tool calls (:data:`TOOL_CALL`) inside the assistant turns, in order."""
-    return [
-        (start + found.start(), start + found.end())
-        for start, end in turn_spans.tolist()
-        for found in TOOL_CALL.finditer(text, start, end)
-    ]
+def is_tool_call(body: str) -> bool:
+    """Whether verl's ``hermes`` parser makes a call of a block's ``body``: a JSON object with a string ``name``
+    and ``arguments`` (it skips any other block, and the tool agent loop calls nothing for it)."""
+    try:
+        call = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(call, dict) and isinstance(call.get("name"), str) and "arguments" in call
+
+
+def tool_call_spans(text: str, turn_spans: np.ndarray, per_turn: int | None = None) -> list[tuple[int, int]]:
+    """The character ranges of the tool calls inside the assistant turns, in order: the :data:`TOOL_CALL` blocks
+    that verl calls (:func:`is_tool_call`), at most ``per_turn`` per turn (verl's ``multi_turn.max_parallel_calls``;
+    None: all)."""
+    spans = []
+    for start, end in turn_spans.tolist():
+        calls = [found.span() for found in TOOL_CALL.finditer(text, start, end) if is_tool_call(found[1])]
+        spans += calls[:per_turn]
+    return spans
 
 
 def turn_of_token(turns: np.ndarray, length: int) -> np.ndarray:

@@ -11,26 +11,17 @@ expected rewards come from the mask runs and a prefix-decoding reference written
 
 import asyncio
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import verl_config
 from tokenizer_fixtures import INST_TOOL_TEMPLATE, QWEN_TOOL_TEMPLATE, qwen3_or_skip, sentencepiece_style
-from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, DictConfigWrap, ToolListWrap
-from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+from tool_session import CALCULATOR, CALL, TURNS, ScriptedServer, session, tool_config
+from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.tools.function_tool import load_function_tools_from_path
-from verl.utils.dataset.rl_dataset import RLHFDataset
-from verl.workers.rollout.replica import TokenOutput
 
 from bot_grpo_verl.reward_manager import BoTTokenRewardManager
 from bot_grpo_verl.turns import RESPONSE_MASK_KEY, assistant_turns
-
-CALCULATOR = Path(__file__).resolve().parents[1] / "reward_models" / "calculator.py"
-CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "(12 + 30) * 2 / 4"}}\n</tool_call>'
-TURNS = ("Rechne: 数学 ✓ 🚀 " + CALL, "Das Ergebnis ist 21 ✓ 数学")
-PROMPT = [{"role": "user", "content": "What is (12 + 30) * 2 / 4?"}]
 
 
 def family(name: str):
@@ -47,19 +38,6 @@ def family(name: str):
 FAMILIES = ("qwen3", "sentencepiece_style")
 
 
-class ScriptedServer:
-    """verl's LLM server client, answering each generate call with the next scripted assistant turn."""
-
-    def __init__(self, tokenizer):
-        self.turns = [tokenizer.encode(turn, add_special_tokens=False) + [tokenizer.eos_token_id] for turn in TURNS]
-        self.calls = 0
-
-    async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
-        ids = self.turns[self.calls]
-        self.calls += 1
-        return TokenOutput(token_ids=ids, log_probs=[0.0] * len(ids))
-
-
 class RewardWorker:
     """A reward worker handle (``handle.compute_score.remote(data)``) that runs the manager in this process."""
 
@@ -69,31 +47,6 @@ class RewardWorker:
     def remote(self, data):
         self.seen.append(data)
         return self.manager.run_single(data)
-
-
-def tool_config(*overrides: str):
-    return verl_config(
-        "actor_rollout_ref.rollout.multi_turn.enable=true",
-        "actor_rollout_ref.rollout.prompt_length=512",
-        "actor_rollout_ref.rollout.response_length=512",
-        f"reward.custom_reward_function.path={CALCULATOR}",  # unused: the manager gets compute_score directly
-        *overrides,
-    )
-
-
-async def session(tokenizer, model_type, config):
-    """One rollout of verl's ToolAgentLoop with the calculator tool and the scripted policy."""
-    loop = ToolAgentLoop(
-        trainer_config=DictConfigWrap(config),
-        server_manager=ScriptedServer(tokenizer),
-        tokenizer=tokenizer,
-        processor=None,
-        dataset_cls=RLHFDataset,
-        data_config=DictConfigWrap(config.data),
-        hf_model_type=model_type,
-        tools=ToolListWrap(load_function_tools_from_path(str(CALCULATOR))),
-    )
-    return await loop.run({"temperature": 1.0}, raw_prompt=list(PROMPT))
 
 
 async def scored(tokenizer, output, config, compute_score):
@@ -109,12 +62,12 @@ async def scored(tokenizer, output, config, compute_score):
     return output.as_dict()["rm_scores"].double().numpy(), handle.seen[-1]
 
 
-def run(tokenizer, model_type, compute_score, *overrides):
+def run(tokenizer, model_type, compute_score, *overrides, turns=TURNS):
     """(output, rm_scores, reward input) of one scripted session scored with ``+preset=bot_grpo``."""
     config = tool_config("+preset=bot_grpo", *overrides)
 
     async def both():
-        output = await session(tokenizer, model_type, config)
+        output = await session(tokenizer, model_type, config, turns)
         return (output, *await scored(tokenizer, output, config, compute_score))
 
     return asyncio.run(both())
@@ -191,6 +144,24 @@ def test_call_rewards_land_on_the_call(name, source):
     in_call = (ranges[:, 0] >= start) & (ranges[:, 1] <= end) & (ranges[:, 1] > ranges[:, 0])
     np.testing.assert_array_equal(rewards, np.where(mask, np.where(in_call, value, -0.5), 0.0))
     assert in_call.sum() >= 3 and not in_call[~mask].any()
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_verl_tool_rewards_go_to_the_calls_verl_executed(name):
+    """A block verl's parser refuses and calls beyond max_parallel_calls (1) are not executed: no tool reward."""
+    tokenizer, model_type = family(name)
+    second = CALL.replace("(12 + 30) * 2 / 4", "1 / 0")
+    turns = ("<tool_call>[1, 2]</tool_call> " + CALL + " " + second, "21")
+    output, rewards, _ = run(
+        tokenizer, model_type, lambda **kwargs: -0.5, "reward.bot_token.verl_values=tool_rewards", turns=turns
+    )
+    assert output.extra_fields["tool_rewards"] == [1.0]  # the calculator ran once, on the first valid call
+    ids, mask = list(output.response_ids), np.array(output.response_mask, dtype=bool)
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    start = text.index(CALL)
+    ranges = prefix_char_ranges(tokenizer, ids)
+    in_call = (ranges[:, 0] >= start) & (ranges[:, 1] <= start + len(CALL)) & (ranges[:, 1] > ranges[:, 0])
+    np.testing.assert_array_equal(rewards, np.where(mask, np.where(in_call, 1.0, -0.5), 0.0))
 
 
 @pytest.mark.parametrize(
