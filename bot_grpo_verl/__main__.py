@@ -3,7 +3,8 @@
 - ``check``: show whether verl sees the plugin, and why not if it does not.
 - ``setup tsx [--dir DIR]``: install the TSX checker's pinned npm packages (``npm ci`` from the shipped lock
   file) into the per-user cache or DIR (then set ``BOT_GRPO_VERL_TSX_DIR=DIR``).
-- ``reward-path NAME``: the file of a reward function, for ``reward.custom_reward_function.path``.
+- ``reward-path NAME``: the file of a reward function, for ``reward.custom_reward_function.path``, or of the
+  calculator tool, for ``actor_rollout_ref.rollout.multi_turn.function_tool_path``.
 """
 
 from __future__ import annotations
@@ -95,11 +96,11 @@ def _preset_discoverable() -> bool:
     )
 
 
-REWARDS = ("react_tsx", "math_prm", "arithmetic_steps")
+REWARDS = ("react_tsx", "math_prm", "arithmetic_steps", "calculator")
 
 
 def reward_path(name: str) -> Path:
-    """The installed file of reward function ``name`` (one of :data:`REWARDS`)."""
+    """The installed file of reward function (or tool) ``name`` (one of :data:`REWARDS`)."""
     import bot_grpo_verl.rewards
 
     return (Path(bot_grpo_verl.rewards.__file__).parent / f"{name}.py").resolve()

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.registry import register
@@ -30,12 +31,22 @@ from verl.utils.reward_score import default_compute_score
 from bot_grpo_verl.alignment import token_char_ranges, token_values_from_spans
 from bot_grpo_verl.options import check_option_values, options_from_config
 from bot_grpo_verl.selection import select
-from bot_grpo_verl.step_layout import is_step_end, step_end_rewards
-from bot_grpo_verl.token_rewards import parse_reward_result
+from bot_grpo_verl.step_layout import NOT_A_STEP, is_step_end, step_end_rewards, turn_end_rewards
+from bot_grpo_verl.token_rewards import TOKEN_VALUE_KEYS, parse_reward_result
+from bot_grpo_verl.turns import (
+    RESPONSE_MASK_KEY,
+    assistant_turns,
+    tool_call_spans,
+    turn_char_spans,
+    turn_of_token,
+    value_spans,
+)
 
 REWARD_MANAGER_NAME = "bot_token"
 PLACEMENTS = ("spread", "step_end")
 ON_ERROR = ("stop", "skip")
+VERL_VALUES = {"off": None, "tool_rewards": "call_rewards", "turn_scores": "turn_rewards"}
+"""``reward.bot_token.verl_values``: which of verl's agent-loop lists to read, and the result key it becomes."""
 REWARD_ERROR_KEY = "bot_token_error"
 """The ``reward_extra_info`` key under which :meth:`BoTTokenRewardManager.run_single` reports a sample it could
 not score (its value: the message, a string); the trainer's driver reads it (:mod:`bot_grpo_verl.run_checks`)."""
@@ -96,12 +107,19 @@ class TokenRewardConfig:
             the problem and the fix. `"skip"`: the sample is left out of the batch (training and validation; the
             rest of its group stays), counted in ``bot_token/skipped_samples`` and logged once per batch; a batch
             whose every sample failed still ends the run. verl's colocated reward-model path always stops.
+        verl_values (`str`, *optional*, defaults to `"off"`):
+            Per-call or per-turn values from verl's agent loop instead of the reward function. `"tool_rewards"`:
+            verl's ``tool_rewards`` (one per tool call, from each tool's ``execute``) as the result's
+            ``call_rewards``; `"turn_scores"`: verl's ``turn_scores`` as ``turn_rewards`` (one per assistant
+            turn). The reward function then returns the outcome (a number, or a dict without token values).
+            `"off"` reads neither.
     """
 
     clip_range: tuple[float, float] | None = None
     outcome_weight: float = 0.0
     placement: str = "spread"
     on_error: str = "stop"
+    verl_values: str = "off"
 
     def __post_init__(self):
         if self.clip_range is not None:
@@ -116,7 +134,8 @@ class TokenRewardConfig:
             object.__setattr__(self, "clip_range", (float(self.clip_range[0]), float(self.clip_range[1])))
         if not 0.0 <= self.outcome_weight <= 1.0:
             raise ValueError(f"reward.bot_token.outcome_weight must be in [0, 1], got {self.outcome_weight}")
-        check_option_values(self, "reward.bot_token", choices={"placement": PLACEMENTS, "on_error": ON_ERROR})
+        choices = {"placement": PLACEMENTS, "on_error": ON_ERROR, "verl_values": tuple(VERL_VALUES)}
+        check_option_values(self, "reward.bot_token", choices=choices)
         if self.placement == "step_end" and self.outcome_weight:
             raise ValueError("reward.bot_token.placement=step_end takes no outcome_weight (it would fill every token)")
 
@@ -125,7 +144,9 @@ class TokenRewardConfig:
         return options_from_config(cls, reward_config, "bot_token", "reward.bot_token")
 
 
-def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardConfig) -> tuple[np.ndarray, dict]:
+def dense_token_rewards(
+    result, tokenizer, response_ids, options: TokenRewardConfig, assistant: np.ndarray | None = None
+) -> tuple[np.ndarray, dict]:
     """Turn a reward function's return value into one reward per response token.
 
     Args:
@@ -133,14 +154,22 @@ def dense_token_rewards(result, tokenizer, response_ids, options: TokenRewardCon
         tokenizer: the policy's tokenizer.
         response_ids: the valid response token ids, shape (L,).
         options: clipping and outcome mixing.
+        assistant: as for :func:`aligned_token_rewards`.
 
     Returns:
         As :func:`aligned_token_rewards`.
     """
-    return aligned_token_rewards(result, *token_char_ranges(tokenizer, response_ids), options)
+    return aligned_token_rewards(result, *token_char_ranges(tokenizer, response_ids), options, assistant)
 
 
-def aligned_token_rewards(result, text: str, ranges: np.ndarray, options: TokenRewardConfig) -> tuple[np.ndarray, dict]:
+def aligned_token_rewards(
+    result,
+    text: str,
+    ranges: np.ndarray,
+    options: TokenRewardConfig,
+    assistant: np.ndarray | None = None,
+    calls: list[tuple[int, int]] | None = None,
+) -> tuple[np.ndarray, dict]:
     """:func:`dense_token_rewards` once the response is decoded and aligned.
 
     Args:
@@ -148,17 +177,33 @@ def aligned_token_rewards(result, text: str, ranges: np.ndarray, options: TokenR
         text: the decoded response (``solution_str``).
         ranges: int64 (L, 2), each token's characters in ``text`` (:func:`token_char_ranges`).
         options: clipping and outcome mixing.
+        assistant: bool (L,), the tokens the policy generated (verl's ``response_mask``); None: all of them
+            (one assistant turn). The turns and tool calls of ``turn_rewards`` and ``call_rewards`` are read
+            from it (:mod:`bot_grpo_verl.turns`): a turn's value goes on all its tokens (with
+            ``placement=step_end``: on its last token, one step per turn), a call's on the tokens of its
+            characters; every other token gets 0 (``-0.0``, no step, with ``placement=step_end``).
+        calls: the tool calls' characters in ``text``; None: every call in the turns
+            (:func:`~bot_grpo_verl.turns.tool_call_spans`).
 
     Returns:
         rewards: float64 array of shape (L,).
         info: scalar logs: ``score``, ``acc`` (the score, unless the function returns its own),
-            ``token_reward_mean``, ``span_coverage`` (fraction of tokens whose value came from a span or
-            ``token_rewards``) and the function's extra keys.
+            ``token_reward_mean``, ``span_coverage`` (fraction of assistant tokens whose value came from a span,
+            ``token_rewards``, a turn or a call) and the function's extra keys.
     """
     length = len(ranges)
-    parsed = parse_reward_result(result, len(text), length)
+    assistant = np.ones(length, dtype=bool) if assistant is None else np.asarray(assistant, dtype=bool)
+    turns = assistant_turns(assistant)
+    calls = tool_call_spans(text, turn_char_spans(turns, ranges)) if calls is None else calls
+    parsed = parse_reward_result(result, len(text), length, len(turns), len(calls))
+    if parsed.call_rewards is not None:
+        parsed = replace(parsed, spans=value_spans(calls, parsed.call_rewards), call_rewards=None)
     if options.placement == "step_end":
-        return step_layout_with_info(parsed, ranges, len(text), options)
+        rewards, info = step_layout_with_info(parsed, ranges, len(text), options, assistant, turns)
+        return np.where(assistant, rewards, NOT_A_STEP), info
+    if parsed.turn_rewards is not None:
+        values = np.append(parsed.turn_rewards, parsed.score)[turn_of_token(turns, length)]  # -1: the score
+        parsed = replace(parsed, token_rewards=values, turn_rewards=None)
     if parsed.token_rewards is not None:
         rewards = parsed.token_rewards
         covered = np.ones(length, dtype=bool)
@@ -173,7 +218,34 @@ def aligned_token_rewards(result, text: str, ranges: np.ndarray, options: TokenR
     rewards = (1.0 - options.outcome_weight) * rewards + options.outcome_weight * parsed.score
     if options.clip_range is not None:
         rewards = np.clip(rewards, *options.clip_range)
-    return rewards, reward_info(parsed, rewards, covered)
+    return np.where(assistant, rewards, 0.0), reward_info(parsed, rewards[assistant], covered[assistant])
+
+
+def with_verl_values(result, options: TokenRewardConfig, tool_extra_fields) -> Any:
+    """``result`` with verl's ``tool_rewards`` or ``turn_scores`` (``options.verl_values``) under the key the
+    contract reads them from (``call_rewards``, ``turn_rewards``); ``result`` itself when the option is off.
+
+    Raises:
+        ValueError: the reward function returned token values of its own, or verl gave no such list.
+    """
+    key = VERL_VALUES[options.verl_values]
+    if key is None:
+        return result
+    values = (tool_extra_fields or {}).get(options.verl_values)
+    if values is None:
+        raise ValueError(
+            f"reward.bot_token.verl_values={options.verl_values}: verl's agent loop gave no {options.verl_values!r} "
+            "(use an agent loop that returns it, such as verl's tool_agent)"
+        )
+    if not isinstance(result, Mapping):
+        return {"score": result, key: values}
+    given = [name for name in TOKEN_VALUE_KEYS if result.get(name) is not None]
+    if given:
+        raise ValueError(
+            f"reward.bot_token.verl_values={options.verl_values} places verl's {options.verl_values}, but the "
+            f"reward function also returned {given}: return the outcome only, or turn the option off"
+        )
+    return {**result, key: values}
 
 
 def reward_info(parsed, rewards: np.ndarray, covered: np.ndarray) -> dict:
@@ -187,19 +259,26 @@ def reward_info(parsed, rewards: np.ndarray, covered: np.ndarray) -> dict:
     }
 
 
-def step_layout_with_info(parsed, ranges: np.ndarray, text_length: int, options: TokenRewardConfig):
-    """:func:`aligned_token_rewards` for ``placement=step_end``: :func:`step_end_rewards` of the parsed result,
-    its step values clipped to ``clip_range``; ``token_reward_mean`` is the mean step value."""
+def step_layout_with_info(
+    parsed, ranges: np.ndarray, text_length: int, options: TokenRewardConfig, assistant: np.ndarray, turns: np.ndarray
+) -> tuple[np.ndarray, dict]:
+    """:func:`aligned_token_rewards` for ``placement=step_end``: :func:`step_end_rewards` of the parsed result
+    (:func:`turn_end_rewards` for ``turn_rewards``, ``turns`` int64 (T, 2) token ranges), its step values
+    clipped to ``clip_range``; ``token_reward_mean`` is the mean step value of the assistant tokens (shapes as
+    there)."""
     if parsed.token_rewards is not None:
         raise ValueError(
             "reward.bot_token.placement=step_end needs spans (one per step) or a plain score: 'token_rewards' "
             "mark no steps"
         )
     clip = options.clip_range or (-np.inf, np.inf)
+    if parsed.turn_rewards is not None:
+        rewards, covered = turn_end_rewards(turns, np.clip(parsed.turn_rewards, *clip), len(ranges)), assistant
+        return rewards, reward_info(parsed, rewards[is_step_end(rewards)], covered[assistant])
     spans = tuple((start, end, float(np.clip(value, *clip))) for start, end, value in parsed.spans or ())
     rewards, covered = step_end_rewards(ranges, spans, float(np.clip(parsed.score, *clip)), text_length)
-    steps = rewards[is_step_end(rewards)]
-    return rewards, reward_info(parsed, steps, covered)
+    steps = rewards[is_step_end(rewards) & assistant]
+    return rewards, reward_info(parsed, steps, covered[assistant])
 
 
 # Registered when this module runs, like verl's own managers: importing it first (``import verl`` then
@@ -224,6 +303,8 @@ class BoTTokenRewardManager(RewardManagerBase):
         self.compute_score = compute_score or default_compute_score
         self.is_async_reward_score = inspect.iscoroutinefunction(self.compute_score)
         self.options = TokenRewardConfig.from_reward_config(config.get("reward"))
+        # the calls verl's tool agent loop executes per turn (its tool_rewards): the rest get no call value
+        self.calls_per_turn = OmegaConf.select(config, "actor_rollout_ref.rollout.multi_turn.max_parallel_calls")
         self.extra_reward_kwargs = (
             {"reward_router_address": reward_router_address, "reward_model_tokenizer": reward_model_tokenizer}
             if reward_router_address is not None
@@ -262,6 +343,8 @@ class BoTTokenRewardManager(RewardManagerBase):
         if tool_extra_fields is not None:
             extra_info.update(tool_extra_fields.items())
         extra_info["num_turns"] = data_item.non_tensor_batch.get("__num_turns__", None)
+        response_mask = data_item.non_tensor_batch.get(RESPONSE_MASK_KEY)  # absent: one assistant turn
+        assistant = np.ones(valid_length, dtype=bool) if response_mask is None else response_mask[:valid_length] > 0
         extra_info["rollout_reward_scores"] = data_item.non_tensor_batch.get("reward_scores", {})
 
         sample = f"sample uid={data_item.non_tensor_batch.get('uid', '?')} data_source={str(data_source)!r}"
@@ -271,6 +354,9 @@ class BoTTokenRewardManager(RewardManagerBase):
             text, ranges = await self.loop.run_in_executor(
                 None, lambda: token_char_ranges(self.tokenizer, valid_response_ids)
             )
+            turns = turn_char_spans(assistant_turns(assistant), ranges)
+            calls = tool_call_spans(text, turns, self.calls_per_turn)
+            extra_info["turn_spans"], extra_info["call_spans"] = turns.tolist(), list(map(list, calls))
             result = await self.score_response(
                 data_source=data_source,
                 solution_str=text,
@@ -278,7 +364,9 @@ class BoTTokenRewardManager(RewardManagerBase):
                 extra_info=extra_info,
                 response_ids=valid_response_ids.tolist(),
             )
-            rewards, info = aligned_token_rewards(result, text, ranges, self.options)  # ~0.2 ms at 4k tokens: inline
+            result = with_verl_values(result, self.options, tool_extra_fields)
+            # ~0.2 ms at 4k tokens: inline
+            rewards, info = aligned_token_rewards(result, text, ranges, self.options, assistant, calls)
         except Exception as error:
             return failed_sample(f"bot_token reward failed for {sample}: {type(error).__name__}: {error}", valid_length)
         return {"reward_score": TokenRewardScore(info["score"], rewards), "reward_extra_info": info}

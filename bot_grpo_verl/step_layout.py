@@ -53,6 +53,14 @@ def step_end_rewards(ranges: np.ndarray, spans, score: float, text_length: int) 
     return rewards, covered
 
 
+def turn_end_rewards(turns: np.ndarray, values: np.ndarray, length: int) -> np.ndarray:
+    """The ``step_end`` layout of one step per assistant turn: ``values[k]`` on the last token of turn k
+    (``turns``: int64 (T, 2) token ranges, ``values``: (T,)); float64 (L,), :data:`NOT_A_STEP` elsewhere."""
+    rewards = np.full(length, NOT_A_STEP)
+    rewards[turns[:, 1] - 1] = np.asarray(values, dtype=np.float64) + 0.0  # + 0.0: a zero value is a step
+    return rewards
+
+
 def kl_in_reward_problem(config: Mapping | None, estimator: str) -> str | None:
     """Why ``estimator`` cannot run with verl's ``algorithm`` ``config``: the ``step_end`` layout's marks do not
     survive verl's in-reward KL penalty (it adds to every token); None when it can."""

@@ -9,6 +9,10 @@ A verl custom reward function (``compute_score(data_source, solution_str, ground
     included when the policy generated it;
   - ``"spans"``: ``(char_start, char_end, value)`` triples over ``solution_str``, half-open
     ``[char_start, char_end)``; tokens that no span covers get the outcome score;
+  - ``"turn_rewards"``: one value per assistant turn of a multi-turn response, in order (a single-turn
+    response is one turn); the ``bot_token`` manager places each on its turn's characters;
+  - ``"call_rewards"``: one value per tool call, in order; placed on the call's characters
+    (:mod:`bot_grpo_verl.turns`);
   and any other keys with scalar values, which are logged like verl's ``reward_extra_info``.
 
 What is accepted (anything else raises ``ValueError`` naming the key, span or index; the ``bot_token``
@@ -21,10 +25,11 @@ manager adds the sample's uid and data source and the run stops rather than trai
 - Span bounds: ``int`` or NumPy integers (not ``bool``) with ``0 <= char_start <= char_end <=
   len(solution_str)``. An empty span covers nothing; where spans overlap, the one listed later owns the
   shared characters. ``spans`` is any sequence or iterable of such triples (not a string or a dict).
-- ``token_rewards``: a list or tuple of numbers, or a 1-D integer or float array (NumPy, or a CPU tensor),
-  with exactly as many values as the response has tokens.
-- ``"spans": None`` or ``"token_rewards": None`` counts as absent; both present is an error; an empty
-  ``spans`` gives every token the score.
+- ``token_rewards``, ``turn_rewards``, ``call_rewards``: a list or tuple of numbers, or a 1-D integer or
+  float array (NumPy, or a CPU tensor), with exactly as many values as the response has tokens, assistant
+  turns, tool calls.
+- A key whose value is None counts as absent; two of them present is an error; an empty ``spans`` gives
+  every token the score.
 - Extra keys: numbers or bools (logged as 0 or 1), finite. Reserved: ``score``, ``spans`` and
   ``token_rewards`` (this contract), ``token_reward_mean`` and ``span_coverage`` (the manager logs them
   itself; a function that returns them gets an error naming them).
@@ -51,7 +56,9 @@ import numpy as np
 
 Span = tuple[int, int, float]
 
-RESERVED_KEYS = ("score", "token_rewards", "spans")
+TOKEN_VALUE_KEYS = ("spans", "token_rewards", "turn_rewards", "call_rewards")
+"""The keys that give tokens their values; a result holds at most one of them."""
+RESERVED_KEYS = ("score", *TOKEN_VALUE_KEYS)
 LARGEST_STORABLE = float(np.finfo(np.float32).max)  # rewards are stored as float32 (rm_scores)
 MANAGER_LOG_KEYS = ("token_reward_mean", "span_coverage")  # logged by the bot_token manager itself
 
@@ -64,12 +71,16 @@ class TokenRewardResult:
         score: the outcome score.
         spans: ``(char_start, char_end, value)`` over the response text, or None.
         token_rewards: float64 array of shape (L,), one value per valid response token, or None.
+        turn_rewards: float64 array of shape (T,), one value per assistant turn, or None.
+        call_rewards: float64 array of shape (C,), one value per tool call, or None.
         extra: the other scalar keys of the returned dict (logged, never used as rewards).
     """
 
     score: float
     spans: tuple[Span, ...] | None = None
     token_rewards: np.ndarray | None = None
+    turn_rewards: np.ndarray | None = None
+    call_rewards: np.ndarray | None = None
     extra: dict[str, float] = field(default_factory=dict)
 
 
@@ -117,13 +128,21 @@ def _index(value, what: str, *where) -> int:
     return int(value)
 
 
-def parse_reward_result(result, text_length: int, token_count: int | None = None) -> TokenRewardResult:
+def parse_reward_result(
+    result,
+    text_length: int,
+    token_count: int | None = None,
+    turn_count: int | None = None,
+    call_count: int | None = None,
+) -> TokenRewardResult:
     """Check a reward function's return value against the contract; raise ``ValueError`` naming the problem.
 
     Args:
         result: what the reward function returned.
         text_length: ``len(solution_str)``: spans must lie within it.
         token_count: the response's valid tokens, which ``token_rewards`` must match (None: not checked).
+        turn_count: the response's assistant turns, which ``turn_rewards`` must match (None: not checked).
+        call_count: the response's tool calls, which ``call_rewards`` must match (None: not checked).
     """
     if not isinstance(result, Mapping):
         if not _is_number(result):
@@ -138,14 +157,15 @@ def parse_reward_result(result, text_length: int, token_count: int | None = None
     clashes = [key for key in MANAGER_LOG_KEYS if key in result]
     if clashes:
         raise ValueError(f"keys {clashes} are reserved: the bot_token manager logs its own {list(MANAGER_LOG_KEYS)}")
-    if result.get("spans") is not None and result.get("token_rewards") is not None:
-        raise ValueError("return either 'spans' or 'token_rewards', not both")
+    given = [key for key in TOKEN_VALUE_KEYS if result.get(key) is not None]
+    if len(given) > 1:
+        raise ValueError(f"return at most one of {list(TOKEN_VALUE_KEYS)}, got {given}")
     spans = None if result.get("spans") is None else _parse_spans(result["spans"], text_length)
-    token_rewards = result.get("token_rewards")
-    if token_rewards is not None:
-        token_rewards = _parse_token_rewards(token_rewards, token_count)
+    counts = {"token_rewards": (token_count, "response tokens"), "turn_rewards": (turn_count, "assistant turns")}
+    counts["call_rewards"] = (call_count, "tool calls")
+    values = {key: None if result.get(key) is None else _parse_values(result[key], key, *counts[key]) for key in counts}
     extra = {key: _extra_value(key, value) for key, value in result.items() if key not in RESERVED_KEYS}
-    return TokenRewardResult(score, spans, token_rewards, extra)
+    return TokenRewardResult(score, spans, **values, extra=extra)
 
 
 def _parse_spans(spans, text_length: int) -> tuple[Span, ...]:
@@ -168,41 +188,39 @@ def _parse_spans(spans, text_length: int) -> tuple[Span, ...]:
     return tuple(parsed)
 
 
-def _parse_token_rewards(values, token_count: int | None) -> np.ndarray:
-    """``values`` as a float64 array of shape (token_count,)."""
+def _parse_values(values, key: str, count: int | None, what: str) -> np.ndarray:
+    """``values`` (the result's ``key``) as a float64 array of shape (count,): one value per token, turn or call."""
     if isinstance(values, list | tuple):
         wrong = {kind for kind in set(map(type, values)) if not _is_number_type(kind)}
         if wrong:
             number, value = next((number, value) for number, value in enumerate(values) if type(value) in wrong)
-            raise ValueError(
-                f"token_rewards[{number}] must be a number (int, float or NumPy scalar), got {_shown(value)}"
-            )
+            raise ValueError(f"{key}[{number}] must be a number (int, float or NumPy scalar), got {_shown(value)}")
         try:
             array = np.array(values, dtype=np.float64)
         except OverflowError:
-            raise ValueError("'token_rewards' holds an integer too large for a float") from None
+            raise ValueError(f"{key!r} holds an integer too large for a float") from None
     else:
         try:
             array = np.asarray(values)
         except (TypeError, ValueError, RuntimeError) as error:  # a GPU tensor, a ragged nesting
-            raise ValueError(f"'token_rewards' must be a list of numbers or a 1-D array: {error}") from None
+            raise ValueError(f"{key!r} must be a list of numbers or a 1-D array: {error}") from None
         if array.ndim != 1 or array.dtype.kind not in "iuf":
             raise ValueError(
-                "'token_rewards' must be a list of numbers or a 1-D integer or float array, got "
+                f"{key!r} must be a list of numbers or a 1-D integer or float array, got "
                 f"{type(values).__name__} of shape {array.shape} and dtype {array.dtype}"
             )
         array = array.astype(np.float64)
     not_finite = np.flatnonzero(~np.isfinite(array))
     if not_finite.size:
-        raise ValueError(f"token_rewards[{not_finite[0]}] is not finite: {array[not_finite[0]]}")
+        raise ValueError(f"{key}[{not_finite[0]}] is not finite: {array[not_finite[0]]}")
     too_large = np.flatnonzero(np.abs(array) > LARGEST_STORABLE)
     if too_large.size:
         raise ValueError(
-            f"token_rewards[{too_large[0]}] = {array[too_large[0]]:.4g} is beyond float32's range (rewards are stored "
+            f"{key}[{too_large[0]}] = {array[too_large[0]]:.4g} is beyond float32's range (rewards are stored "
             "as float32)"
         )
-    if token_count is not None and len(array) != token_count:
-        raise ValueError(f"'token_rewards' has {len(array)} values for {token_count} response tokens")
+    if count is not None and len(array) != count:
+        raise ValueError(f"{key!r} has {len(array)} values for {count} {what}")
     return array
 
 

@@ -32,6 +32,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (
             "bot_grpo_verl",
             "bot_grpo_verl.token_rewards",
+            "bot_grpo_verl.turns",
             "bot_grpo_verl.alignment",
             "bot_grpo_verl.step_layout",
             "bot_grpo_verl.learning_signal",

@@ -9,4 +9,6 @@ verl loads them by file path: ``reward.custom_reward_function.path=$(bot-grpo-ve
 - :mod:`bot_grpo_verl.rewards.react_tsx`: the React/TSX compile reward, diagnostics as spans (``compute_score``).
 - :mod:`bot_grpo_verl.rewards.math_prm`: the math reward, PRM steps plus a math-verify outcome (``compute_score``).
 - :mod:`bot_grpo_verl.rewards.arithmetic_steps`: the demo's exact arithmetic verifier (``compute_score``).
+- :mod:`bot_grpo_verl.rewards.calculator`: a calculator tool for verl's tool agent loop (loaded by path, with a
+  reward per call).
 """

@@ -104,7 +104,7 @@ REFUSED = [  # (returned value, token count, the error it must give)
     ({"score": 1, "spans": "0,2,1"}, None, "'spans' must be a list of .* triples, got str"),
     ({"score": 1, "spans": {"a": 1}}, None, "'spans' must be a list of .* triples, got dict"),
     ({"score": 1, "spans": 3}, None, "'spans' must be a list of .* triples, got int"),
-    ({"score": 1, "spans": [(0, 2, 1.0)], "token_rewards": [1.0]}, None, "either 'spans' or 'token_rewards'"),
+    ({"score": 1, "spans": [(0, 2, 1.0)], "token_rewards": [1.0]}, None, r"at most one of .*'spans', 'token_rewards'"),
     ({"score": 1, "token_rewards": ["0.5", 1.0, 1.0]}, 3, r"token_rewards\[0\] must be a number .*got str"),
     ({"score": 1, "token_rewards": [1.0, True, 1.0]}, 3, r"token_rewards\[1\] must be a number .*got bool"),
     ({"score": 1, "token_rewards": [[1.0], [2.0], [3.0]]}, 3, r"token_rewards\[0\] must be a number .*got list"),

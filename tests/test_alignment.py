@@ -293,7 +293,7 @@ def test_parse_accepts_floats_and_dicts_and_keeps_scalar_extras():
         ({"score": 1.0, "spans": [(0, 2)]}, r"span 0 must be \(char_start, char_end, value\)"),
         ({"score": 1.0, "spans": [(0, 2, float("inf"))]}, "span 0 value is not finite"),
         ({"score": 1.0, "token_rewards": [1.0, float("nan")]}, r"token_rewards\[1\] is not finite"),
-        ({"score": 1.0, "spans": [], "token_rewards": []}, "not both"),
+        ({"score": 1.0, "spans": [], "token_rewards": []}, "at most one of"),
         ({"score": 1.0, "details": [1, 2]}, "extra key 'details' must be a number or a bool"),
         ("1.0", "must return a number or a dict"),
     ],

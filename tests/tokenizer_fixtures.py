@@ -159,3 +159,46 @@ def qwen3_or_skip() -> PreTrainedTokenizerFast:
         return qwen3()
     except Unavailable as reason:
         pytest.skip(f"Qwen3's tokenizer is not available: {reason}")
+
+
+# Chat templates with tool support, for verl's tool agent loop (hermes tool calls, verl's default format).
+# Qwen's layout: tools in a system turn, calls as <tool_call> JSON blocks, results as a user turn.
+QWEN_TOOL_TEMPLATE = """\
+{%- if tools %}<|im_start|>system
+# Tools
+
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools><|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == "tool" %}<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% elif message.role == "assistant" %}<|im_start|>assistant
+{{ message.content }}
+{%- for call in message.tool_calls or [] %}<tool_call>
+{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+# A Llama-2 / Mistral-like layout (no role headers): [INST] user turns, [TOOL_RESULTS] tool output, the
+# assistant's turns bare, each closed by the EOS.
+INST_TOOL_TEMPLATE = """\
+{%- for message in messages %}
+{%- if message.role == "user" %}[INST] {{ message.content }} [/INST]
+{%- elif message.role == "tool" %}[TOOL_RESULTS] {{ message.content }} [/TOOL_RESULTS]
+{%- elif message.role == "assistant" %}{{ message.content }}
+{%- for call in message.tool_calls or [] %}<tool_call>{"name": "{{ call.function.name }}", "arguments": \
+{{ call.function.arguments | tojson }}}</tool_call>{%- endfor %}<|endoftext|>
+{%- endif %}
+{%- endfor %}"""

@@ -5,7 +5,8 @@ reward-manager registry, ``RewardManagerBase.assemble_rm_scores``). Where verl 0
 here touches its internals, after checking with :func:`~.guard.require` that they still look as expected:
 
 - :mod:`.guard`: the supported verl versions, the one exception (:class:`UnsupportedVerl`), the checks;
-- :mod:`.agent_loop`: token rewards into ``rm_scores`` (``AgentLoopOutput.as_dict``);
+- :mod:`.agent_loop`: token rewards into ``rm_scores`` (``AgentLoopOutput.as_dict``), and the response mask
+  to the reward worker (``AgentLoopWorker._compute_score``), for the runs that select the plugin only;
 - :mod:`.metrics`: reward extra info in the training metrics (``PPOTrainer._compute_metrics``), for
   the runs that select the plugin only;
 - :mod:`.sessions`: multi-output agent sessions counted once by the plugin's estimators
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from bot_grpo_verl.verl_compat.agent_loop import adapt_agent_loop_output
+from bot_grpo_verl.verl_compat.agent_loop import adapt_agent_loop_output, adapt_reward_inputs
 from bot_grpo_verl.verl_compat.guard import SUPPORTED_VERL, UnsupportedVerl, check_verl_version, installed_verl_version
 from bot_grpo_verl.verl_compat.metrics import RunSelector, adapt_training_metrics, reward_extra_metrics
 from bot_grpo_verl.verl_compat.sessions import adapt_multi_output_sessions
@@ -56,6 +57,7 @@ def apply_adapters(selects: RunSelector, estimator_names: Collection[str], check
     """
     check_verl_version()
     adapt_agent_loop_output()
+    adapt_reward_inputs(selects)
     adapt_multi_output_sessions(estimator_names)
     adapt_training_metrics(selects)
     adapt_rollout_dump(selects)
