@@ -4,7 +4,9 @@ Reads the token dump that a run selecting the plugin writes beside verl's rollou
 (``trainer.rollout_data_dir/<step>.tokens.jsonl``, :mod:`bot_grpo_verl.verl_compat.token_dump`): the sampled
 token ids, EOS included, with the token rewards and the advantages exactly as the update used them. Nothing is
 re-encoded or recomputed. verl's own ``<step>.jsonl`` beside it gives each rollout's prompt and score. The
-rollouts of one prompt (one ``uid``) form a group; ``--limit`` counts whole groups.
+rollouts of one prompt (one ``uid``) form a group; ``--limit`` counts whole groups. In a multi-turn response
+the tokens the policy did not generate (tool output, chat-template tokens: out of the loss) are drawn grey and
+each assistant turn after the first is labelled.
 
     python -m bot_grpo_verl.heatmap rollouts/12.jsonl --tokenizer MODEL_DIR --out heatmap.html --png heatmap.png
 """
@@ -27,7 +29,8 @@ from bot_grpo_verl.verl_compat.token_dump import TOKEN_DUMP_SUFFIX
 
 @dataclass
 class TokenView:
-    """One rollout as tokens: ``pieces[k]`` is the text token k shows, ``rewards``/``advantages`` are (L,)."""
+    """One rollout as tokens: ``pieces[k]`` is the text token k shows, ``rewards``/``advantages`` are (L,),
+    ``assistant`` bool (L,): the tokens the policy generated (the others are tool output or template)."""
 
     group: str
     prompt: str
@@ -35,6 +38,12 @@ class TokenView:
     pieces: list[str]
     rewards: np.ndarray
     advantages: np.ndarray
+    assistant: np.ndarray
+
+    def turn_starts(self) -> list[int]:
+        """The first token of every assistant turn after the first."""
+        starts = np.flatnonzero(self.assistant[1:] & ~self.assistant[:-1]) + 1
+        return starts[starts > np.argmax(self.assistant)].tolist() if self.assistant.any() else []
 
 
 def token_dump_path(path: Path) -> Path:
@@ -93,6 +102,7 @@ def load_views(path: Path, tokenizer, groups: int | None = None) -> list[TokenVi
                 pieces,
                 np.asarray(row["token_rewards"], dtype=np.float64),
                 np.asarray(row["advantages"], dtype=np.float64),
+                np.asarray(row.get("assistant", [True] * len(row["response_ids"])), dtype=bool),  # older dumps
             )
         )
     return views
@@ -126,10 +136,12 @@ def render_html(views: list[TokenView], path: Path) -> None:
     parts = [
         "<!doctype html><meta charset='utf-8'><title>BoT-GRPO token heat-map</title>",
         "<style>body{font-family:sans-serif} .row{font-family:monospace;white-space:pre-wrap;margin:2px 0 10px}"
-        " .t{border-right:1px solid #eee} h3{margin:14px 0 2px;font-size:14px} h2{border-top:2px solid #888}</style>",
+        " .t{border-right:1px solid #eee} .m{background:#ddd;color:#777} .turn{font-weight:bold;color:#555}"
+        " h3{margin:14px 0 2px;font-size:14px} h2{border-top:2px solid #888}</style>",
         "<p>Each rollout twice: coloured by token reward, then by advantage, as training used them (blue "
         f"positive, red negative; full colour at |reward| = {reward_scale:.3g}, |advantage| = "
-        f"{advantage_scale:.3g}). Hover a token for its values.</p>",
+        f"{advantage_scale:.3g}); grey: tool output and template tokens, out of the loss. Hover a token for its "
+        "values.</p>",
     ]
     if not views:
         parts.append("<p>No rollouts in this dump.</p>")
@@ -143,10 +155,17 @@ def render_html(views: list[TokenView], path: Path) -> None:
             ("reward", view.rewards, reward_scale),
             ("advantage", view.advantages, advantage_scale),
         ):
+            turns = {start: number for number, start in enumerate(view.turn_starts(), 2)}
             cells = [
-                f"<span class='t' style='background:{_colour(value, scale)}' "
-                f"title='token {k}: reward {view.rewards[k]:.4g}, advantage {view.advantages[k]:.4g}'>"
-                f"{html.escape(piece) or '&#8709;'}</span>"
+                (f"<span class='turn'>[turn {turns[k]}]</span>" if k in turns else "")
+                + (
+                    f"<span class='t' style='background:{_colour(value, scale)}' "
+                    if view.assistant[k]
+                    else "<span class='t m' "
+                )
+                + f"title='token {k}: reward {view.rewards[k]:.4g}, advantage {view.advantages[k]:.4g}"
+                + ("" if view.assistant[k] else " (not generated: out of the loss)")
+                + f"'>{html.escape(piece) or '&#8709;'}</span>"
                 for k, (piece, value) in enumerate(zip(view.pieces, values, strict=True))
             ]
             body = "".join(cells) or "<i>(empty response)</i>"
@@ -163,8 +182,8 @@ def cell_label(piece: str) -> str:
 
 def render_png(views: list[TokenView], path: Path, max_tokens: int = 120) -> None:
     """Reward and advantage of the first ``max_tokens`` tokens of each rollout, as two heat-map rows each, each
-    kind on its own colour scale, groups separated by a line, each reward cell labelled with its token's text
-    (:func:`cell_label`; a cell is 0.12 inch wide up to 183 columns)."""
+    kind on its own colour scale, tokens not generated by the policy grey, groups separated by a line, each
+    reward cell labelled with its token's text (:func:`cell_label`; a cell is 0.12 inch wide up to 183 columns)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -173,9 +192,12 @@ def render_png(views: list[TokenView], path: Path, max_tokens: int = 120) -> Non
     width = max(1, min(max((len(view.rewards) for view in views), default=1), max_tokens))
     rewards = np.full((2 * len(views), width), np.nan)
     advantages = np.full((2 * len(views), width), np.nan)
+    not_generated = np.full((2 * len(views), width), np.nan)
     for row, view in enumerate(views):
-        rewards[2 * row, : min(width, len(view.rewards))] = view.rewards[:width]
-        advantages[2 * row + 1, : min(width, len(view.advantages))] = view.advantages[:width]
+        shown = min(width, len(view.rewards))
+        rewards[2 * row, :shown] = np.where(view.assistant[:width], view.rewards[:width], np.nan)
+        advantages[2 * row + 1, :shown] = np.where(view.assistant[:width], view.advantages[:width], np.nan)
+        not_generated[2 * row : 2 * row + 2, :shown] = np.where(view.assistant[:width], np.nan, 1.0)
     figure, axis = plt.subplots(figsize=(min(24, 2 + width * 0.12), 1.5 + 0.45 * max(1, len(rewards))))
     if not views:
         axis.text(0.5, 0.5, "no rollouts in this dump", ha="center", va="center", transform=axis.transAxes)
@@ -183,6 +205,7 @@ def render_png(views: list[TokenView], path: Path, max_tokens: int = 120) -> Non
         scale = float(np.nanmax(np.abs(grid), initial=0.0)) or 1.0
         image = axis.imshow(grid, cmap=colours, vmin=-scale, vmax=scale, aspect="auto", interpolation="nearest")
         figure.colorbar(image, ax=axis, fraction=0.02, label=label)
+    axis.imshow(not_generated, cmap="Greys", vmin=0, vmax=4, aspect="auto", interpolation="nearest")
     for row in range(1, len(views)):
         if views[row].group != views[row - 1].group:
             axis.axhline(2 * row - 0.5, color="black", linewidth=1.5)

@@ -22,7 +22,8 @@ KEYS = ["u0_0_0", "u0_1_0", "u1_0_0", "u1_1_0", "u2_0_0", "u2_1_0"]
 
 def cells(page: str, kind: str) -> list[list[tuple]]:
     rows = re.findall(rf"<div class='row' data-kind='{kind}'>(.*?)</div>", page)
-    pattern = r"title='token (\d+): reward ([-\d.e+]+|nan), advantage ([-\d.e+]+|nan)'>(.*?)</span>"
+    values = r"token (\d+): reward ([-\d.e+]+|nan), advantage ([-\d.e+]+|nan)"
+    pattern = rf"title='{values}(?: \(not generated[^)]*\))?'>(.*?)</span>"
     return [re.findall(pattern, row) for row in rows]
 
 
@@ -127,3 +128,40 @@ def test_token_dump_rows_keep_valid_tokens_in_verls_order():
 )
 def test_png_cells_show_at_most_two_characters_of_their_token(piece, label):
     assert heatmap.cell_label(piece) == label
+
+
+def test_token_dump_rows_keep_tool_output_between_turns_and_mark_it():
+    mask = [1, 1, 0, 0, 1, 1, 0, 0]  # turn, tool output, turn, padding
+    data = {
+        "responses": torch.tensor([list(range(8))]),
+        "response_mask": torch.tensor([mask]),
+        "rm_scores": torch.tensor([[0.5, 0.5, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]]),
+        "advantages": torch.tensor([[1.0, 1.0, 0.0, 0.0, 2.0, 2.0, 0.0, 0.0]]),
+    }
+    (row,) = token_dump_rows(["u_0_0"], data)
+    assert row["response_ids"] == [0, 1, 2, 3, 4, 5]
+    assert row["assistant"] == [True, True, False, False, True, True]
+    assert row["advantages"] == [1.0, 1.0, 0.0, 0.0, 2.0, 2.0]
+
+
+def test_the_map_greys_tool_output_and_labels_each_later_turn(tmp_path):
+    tokenizer = byte_level_bpe()
+    tokenizer.save_pretrained(tmp_path / "tok")
+    ids = tokenizer.encode("ask 2+3 -> 5 so 5", add_special_tokens=False)
+    assistant = [True] * 3 + [False] * 3 + [True] * (len(ids) - 6)
+    row = {"key": "u_0_0", "response_ids": ids, "token_rewards": [1.0] * len(ids), "advantages": [0.5] * len(ids)}
+    (tmp_path / "3.tokens.jsonl").write_text(json.dumps({**row, "assistant": assistant}), encoding="utf-8")
+    code, page, png = run(tmp_path)
+    assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    (shown,) = cells(page, "reward")[:1]
+    assert len(shown) == len(ids)
+    grey = re.findall(r"<span class='t m' title='token (\d+):", page.split("data-kind='advantage'")[0])
+    assert [int(k) for k in grey] == [3, 4, 5]
+    assert page.count("[turn 2]") == 2 and "[turn 3]" not in page  # once per row kind
+    assert re.search(r"\[turn 2\]</span><span class='t' style='[^']*' title='token 6:", page)
+
+
+def test_an_older_dump_without_the_assistant_mask_shows_every_token_generated(dump):
+    folder, _ = dump
+    _, page, _ = run(folder)
+    assert "class='t m'" not in page and "[turn" not in page

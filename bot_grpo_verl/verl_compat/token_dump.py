@@ -5,8 +5,10 @@ verl 0.9.1's V1 trainer dumps each step's rollouts as text (``trainer.rollout_da
 loses the EOS token and can split tokens differently from what was sampled. The wrapper of
 ``PPOTrainer._log_rollout_data`` (``verl/trainer/ppo/v1/trainer_base.py``) also writes
 ``<step>.tokens.jsonl``: per rollout, in verl's order, its key ``{uid}_{session}_{index}``, the response's
-token ids, the token rewards (``rm_scores``) and the advantages exactly as the update used them, valid tokens
-only. :mod:`bot_grpo_verl.heatmap` reads it.
+token ids, the token rewards (``rm_scores``) and the advantages exactly as the update used them, and which tokens
+the policy generated (``assistant``, verl's ``response_mask``), up to the response's last generated token: a
+multi-turn response keeps the tool output between its turns (masked out of the loss). :mod:`bot_grpo_verl.heatmap`
+reads it.
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ def token_dump_rows(keys: list[str], data) -> list[dict]:
     """
     rows = []
     for number, key in enumerate(keys):
-        valid = data["response_mask"][number].bool()
+        generated = data["response_mask"][number].bool()
+        length = int(generated.nonzero().max()) + 1 if generated.any() else 0  # through the last generated token
         rows.append(
             {
                 "key": key,
-                "response_ids": data["responses"][number][valid].tolist(),
-                "token_rewards": data["rm_scores"][number][valid].tolist(),
-                "advantages": data["advantages"][number][valid].tolist(),
+                "response_ids": data["responses"][number][:length].tolist(),
+                "token_rewards": data["rm_scores"][number][:length].tolist(),
+                "advantages": data["advantages"][number][:length].tolist(),
+                "assistant": generated[:length].tolist(),
             }
         )
     return sorted(rows, key=lambda row: sort_key(row["key"]))
