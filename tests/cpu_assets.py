@@ -92,6 +92,45 @@ def write_reward_function(path: Path) -> Path:
     return path
 
 
+SPY_MODULE = "bot_grpo_estimator_spy"
+"""A module verl loads in every process (``VERL_USE_EXTERNAL_MODULES``) that records each ``bot_grpo`` call."""
+SPY_SOURCE = '''
+"""Wraps verl's registered bot_grpo estimator and saves every call's inputs and outputs."""
+import dataclasses
+import inspect
+import json
+import os
+import uuid
+
+import torch
+
+import bot_grpo_verl.plugin  # noqa: F401  (registers bot_grpo in this process)
+from bot_grpo_verl.estimator import BoTGRPOConfig
+from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+
+_original = ADV_ESTIMATOR_REGISTRY["bot_grpo"]
+_signature = inspect.signature(_original)
+
+
+def _spy(*args, **kwargs):
+    call = _signature.bind(*args, **kwargs).arguments
+    advantages, returns = _original(*args, **kwargs)
+    config = call.get("config")
+    record = {
+        "token_level_rewards": call["token_level_rewards"].detach().cpu(),
+        "response_mask": call["response_mask"].detach().cpu(),
+        "index": [str(i) for i in call["index"]],
+        "advantages": advantages.detach().cpu(),
+        "options": dataclasses.asdict(BoTGRPOConfig.from_algorithm_config(config)),
+        "norm_adv_by_std_in_grpo": bool(config.get("norm_adv_by_std_in_grpo", True)),
+    }
+    torch.save(record, os.path.join(os.environ["BOT_GRPO_SPY_DIR"], f"{uuid.uuid4().hex}.pt"))
+    return advantages, returns
+
+
+ADV_ESTIMATOR_REGISTRY["bot_grpo"] = _spy
+'''
+
 TIMEOUT_S = 900  # a 2-step run: ~70 s on an idle 2-core machine; generous for a loaded one
 
 

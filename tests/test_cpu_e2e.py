@@ -14,49 +14,20 @@ import numpy as np
 import pytest
 import torch
 from conftest import environment_without_cpu_mode
-from cpu_assets import read_jsonl, run_trainer, save_tiny_model, write_dataset, write_reward_function
+from cpu_assets import (
+    SPY_MODULE,
+    SPY_SOURCE,
+    read_jsonl,
+    run_trainer,
+    save_tiny_model,
+    write_dataset,
+    write_reward_function,
+)
 from reference import reference_bot_grpo
 
 from bot_grpo_verl import heatmap
 
 pytestmark = pytest.mark.slow  # verl's whole trainer: minutes
-SPY_MODULE = "bot_grpo_estimator_spy"
-SPY_SOURCE = '''
-"""Wraps verl's registered bot_grpo estimator and saves every call's inputs and outputs."""
-import dataclasses
-import inspect
-import json
-import os
-import uuid
-
-import torch
-
-import bot_grpo_verl.plugin  # noqa: F401  (registers bot_grpo in this process)
-from bot_grpo_verl.estimator import BoTGRPOConfig
-from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
-
-_original = ADV_ESTIMATOR_REGISTRY["bot_grpo"]
-_signature = inspect.signature(_original)
-
-
-def _spy(*args, **kwargs):
-    call = _signature.bind(*args, **kwargs).arguments
-    advantages, returns = _original(*args, **kwargs)
-    config = call.get("config")
-    record = {
-        "token_level_rewards": call["token_level_rewards"].detach().cpu(),
-        "response_mask": call["response_mask"].detach().cpu(),
-        "index": [str(i) for i in call["index"]],
-        "advantages": advantages.detach().cpu(),
-        "options": dataclasses.asdict(BoTGRPOConfig.from_algorithm_config(config)),
-        "norm_adv_by_std_in_grpo": bool(config.get("norm_adv_by_std_in_grpo", True)),
-    }
-    torch.save(record, os.path.join(os.environ["BOT_GRPO_SPY_DIR"], f"{uuid.uuid4().hex}.pt"))
-    return advantages, returns
-
-
-ADV_ESTIMATOR_REGISTRY["bot_grpo"] = _spy
-'''
 
 
 def dumped_rows(path: Path) -> list[tuple]:

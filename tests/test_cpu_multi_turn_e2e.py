@@ -22,15 +22,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from cpu_assets import WORDS, read_jsonl
+from conftest import environment_without_cpu_mode
+from cpu_assets import SPY_MODULE, SPY_SOURCE, WORDS, read_jsonl, run_and_watch
 from reference import reference_bot_grpo
-from test_cpu_e2e import SPY_MODULE, SPY_SOURCE, run_and_watch
 from tokenizer_fixtures import QWEN_TOOL_TEMPLATE, byte_level_bpe_model
 from tool_session import CALCULATOR, PROMPT
 from transformers import PreTrainedTokenizerFast
 from verl.tools.function_tool import load_function_tools_from_path
 
-from bot_grpo_verl.verl_compat.cpu_platform import accelerator_present
 from demo.tiny_model import EOS_TOKEN, PAD_TOKEN, SPECIAL_TOKENS, build_model
 
 pytestmark = pytest.mark.slow  # verl's whole trainer: minutes
@@ -86,7 +85,7 @@ def write_dataset(path: Path, rows: int) -> None:
     pd.DataFrame(records).to_parquet(path)
 
 
-@pytest.mark.skipif(accelerator_present(), reason="exercises the CPU mode, which is off on accelerator hosts")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="exercises the CPU mode, for hosts without accelerator")
 def test_verl_main_ppo_trains_a_tool_calling_policy_with_tool_rewards_on_cpu(tmp_path):
     save_tool_model(tmp_path / "model")
     write_dataset(tmp_path / "train.parquet", 8)
@@ -96,7 +95,7 @@ def test_verl_main_ppo_trains_a_tool_calling_policy_with_tool_rewards_on_cpu(tmp
     spy_dir.mkdir()
     (tmp_path / f"{SPY_MODULE}.py").write_text(SPY_SOURCE)
     env = {
-        **os.environ,
+        **environment_without_cpu_mode(),  # the preset alone switches the CPU mode on
         "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
         "VERL_USE_EXTERNAL_MODULES": SPY_MODULE,
         "BOT_GRPO_SPY_DIR": str(spy_dir),
