@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_react_tsx import error_ranges, fenced, rt, unmark
+from react_tsx_helpers import error_ranges, fenced, rt, unmark
 
 from bot_grpo_verl.token_rewards import parse_reward_result
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
-from test_demo_assets import TINY as DEMO_TINY
+from tiny_demo import TINY as DEMO_TINY
 
 from bot_grpo_verl.rewards import arithmetic_steps
 from bot_grpo_verl.token_rewards import parse_reward_result

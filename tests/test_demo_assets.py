@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
+from tiny_demo import TINY
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2ForCausalLM
 
 from bot_grpo_verl.rewards.react_requirements import SPEC_KEY, ReactSpec
@@ -18,24 +19,6 @@ from demo.assets import build_assets
 from demo.settings import DemoSettings
 from demo.tiny_model import prompt_ids
 
-# Seconds to build on 2 cores; big enough that SFT visibly learns.
-TINY = DemoSettings(
-    sft_examples=64,
-    train_prompts=12,
-    val_prompts=8,
-    test_prompts=6,
-    vocab_size=512,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    sft_steps=24,
-    sft_batch_size=8,
-    sft_learning_rate=1e-2,
-    eval_samples=4,
-    max_response_tokens=24,
-)
 ROOT = Path(__file__).resolve().parents[1]
 needs_checker = pytest.mark.skipif(
     not (tasks.REACT_TSX.parent / "tsx" / "node_modules").exists(), reason="run npm ci in reward_models/tsx"

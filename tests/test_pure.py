@@ -4,9 +4,9 @@
 import numpy as np
 import pytest
 import torch
+from estimator_batches import count_host_reads, random_batch
 from omegaconf import OmegaConf
 from reference import reference_pure
-from test_estimator import count_host_reads, random_batch
 from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 from conftest import verl_config
+from estimator_batches import random_batch
 from reference import reference_bot_grpo
-from test_estimator import random_batch
 from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
