@@ -350,6 +350,7 @@ MATH_PRM_BAD_OPTIONS = bad_options(
         "missing_ground_truth": ["skip", None],
         "aggregation": ["mean", None],
         "question_key": [None, 1],
+        "prm_format": ["orm", None],
     }
 )
 
@@ -365,7 +366,7 @@ def test_math_prm_options_are_refused_when_the_config_is_built(options, name):
 ARITHMETIC_BAD_OPTIONS = bad_options(
     {
         "noise": [math.inf, math.nan, True, -1.0, "0.5", None, 1e7],
-        "scale": [0, math.inf, 1e300, True, -2.0],
+        "scale": [0, math.inf, 1e300, True, -2.0, "2"],
         "step_value": [math.nan, 0, -1, 1e7],
         "clip": [math.inf, 0, math.nan, 1e7],
         "step_separator": ["", None],
@@ -378,6 +379,19 @@ ARITHMETIC_BAD_OPTIONS = bad_options(
 def test_arithmetic_options_are_refused_when_the_config_is_built(options, name):
     with pytest.raises(ValueError, match=name):
         arithmetic_steps.ArithmeticStepsConfig(**options)
+
+
+@pytest.mark.parametrize(
+    ("score", "options", "message"),
+    [
+        (math_prm.compute_score, {"prm_formatt": "qwen"}, "unknown math_prm option"),
+        (math_prm.compute_score, {"prm_backend": "endpoint", "prm_tokenizer": "x"}, "needs prm_endpoint"),
+        (arithmetic_steps.compute_score, {"temperature": 1.0}, "unknown arithmetic_steps option"),
+    ],
+)
+def test_unknown_and_inconsistent_options_are_named(score, options, message):
+    with pytest.raises(ValueError, match=message):
+        score("math", "so \\boxed{2}", "2", None, **options)
 
 
 def test_the_largest_valid_options_give_finite_values():
