@@ -158,8 +158,8 @@ def final_report(
     """The final comparison on the TEST split (the validation split is never read).
 
     Args:
-        runs: the final matrix's runs (:func:`read_runs` of one task).
-        chosen: ``{cell: {"lr", "chosen_by"}}`` (:func:`choose_lrs` or :func:`single_lrs`); a chosen cell
+        runs: the final matrix's runs (:func:`~benchmarks.reporting.runs.read_runs` of one task).
+        chosen: ``{cell: {"lr", "chosen_by"}}`` (:mod:`~benchmarks.reporting.sweep`); a chosen cell
             without runs at its learning rate is listed under ``not_run``.
         baseline: the cell every other one is compared with; its seed-mean final test Pass@1 is the level
             whose steps are counted.

@@ -38,7 +38,7 @@ def number_text(value, digits: int = 3) -> str:
 
 
 def interval_text(entry: dict, digits: int = 3) -> str:
-    """``estimate [low, high]`` of a JSON-ready :func:`estimate`."""
+    """``estimate [low, high]`` of a JSON-ready :func:`~benchmarks.reporting.statistics.estimate`."""
     low, high = (number_text(entry[bound], digits) for bound in ("low", "high"))
     return f"{number_text(entry['estimate'], digits)} [{low}, {high}]"
 
