@@ -66,7 +66,7 @@ bench: setup
 	$(PY) benchmarks/estimator_speed.py --out benchmarks/results/estimator_speed.json
 	$(PY) benchmarks/tsx_reward_speed.py --out benchmarks/results/tsx_reward_speed.json
 	$(PY) -m benchmarks.cpu_rollout_batching --out benchmarks/results/cpu_rollout_batching.json
-	$(PY) benchmarks/reward_path_speed.py --out benchmarks/results/reward_path_speed.json
+	$(PY) -m benchmarks.reward_path_speed --out benchmarks/results/reward_path_speed.json
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .hypothesis

@@ -1,7 +1,7 @@
 """Run a matrix of algorithms x learning rates x seeds of a CPU task through verl's real trainer.
 
 Every run is ``python -m verl.trainer.main_ppo`` with the same base settings (the CPU demo's model, data,
-batch, rollouts per prompt and steps: :func:`demo.run.base_overrides`), its own actor learning
+batch, rollouts per prompt and steps: :func:`demo.training.base_overrides`), its own actor learning
 rate, and the algorithm's own keys from the recipes' one table (:data:`recipes.algorithms.ALGORITHMS`).
 On every task a run can validate on held-out problems before training and every ``--test-freq``
 steps: the validation split (choosing settings) and/or the disjoint test split (reporting), ``--val-n``
@@ -35,25 +35,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.metrics import AS_ASKED, DYNAMIC_SAMPLING
-from benchmarks.protocol_report import lr_name, run_file_name
-from benchmarks.report import write_report
+from benchmarks.reporting.outputs import write_report
+from benchmarks.reporting.runs import lr_name, run_file_name
 from demo.assets import build_assets
 from demo.held_out import (
     Validation,
+    compiles_as_asked,
     held_out_counts,
     problem_index,
     validation_overrides,
 )
-from demo.run import (
+from demo.tasks import ARITHMETIC, ARITHMETIC_HARD, ARITHMETIC_STEPS, REACT, REACT_COMPILE_ONLY, REACT_TSX, Task
+from demo.training import (
     MAX_RESPONSE_LENGTH,
     PROMPTS_PER_STEP,
     base_overrides,
-    compiles_as_asked,
     merge_presets,
     read_metrics,
     run_verl,
 )
-from demo.tasks import ARITHMETIC, ARITHMETIC_HARD, ARITHMETIC_STEPS, REACT, REACT_COMPILE_ONLY, REACT_TSX, Task
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
 # Training metrics kept in a run's summary (verl's names); the validation counts are kept per problem.

@@ -14,7 +14,7 @@
 Medians of alternating rounds. The machine is shared with other work, so CPU time (this process's,
 all threads) is reported beside wall time, with the load average before and after.
 
-    python benchmarks/reward_path_speed.py --out benchmarks/results/reward_path_speed.json
+    python -m benchmarks.reward_path_speed --out benchmarks/results/reward_path_speed.json
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import glob
-import importlib.util
 import json
 import pickle
 import statistics
@@ -35,7 +34,6 @@ from pathlib import Path
 import cloudpickle
 import numpy as np
 import torch
-from estimator_speed import load_average, machine
 from hydra import compose, initialize_config_module
 from tensordict import TensorDict
 from verl import DataProto
@@ -43,6 +41,8 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopO
 from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from benchmarks.estimator_speed import load_average, machine
+from benchmarks.local_tokenizers import byte_token_ids, qwen3, sentencepiece_style
 from bot_grpo_verl.alignment import incremental_char_ranges, token_char_ranges
 from bot_grpo_verl.reward_manager import (
     BoTTokenRewardManager,
@@ -53,16 +53,6 @@ from bot_grpo_verl.reward_manager import (
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def test_helpers(name: str):
-    """A helper module of the test suite (``tests/`` is no package), loaded from its file."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fixtures = test_helpers("tokenizer_fixtures")  # Qwen3's tokenizer from npm, a SentencePiece-style one
 
 REWARD_FUNCTION = textwrap.dedent(
     """
@@ -106,7 +96,7 @@ def alignment_against_decode(tokenizers: dict, length: int, rounds: int) -> list
     rows = []
     for family, tokenizer in tokenizers.items():
         text = tokenizer.encode(corpus(), add_special_tokens=False)[:length]
-        never_complete = fixtures.byte_token_ids(tokenizer, b"\x80" * length)  # lone continuation bytes
+        never_complete = byte_token_ids(tokenizer, b"\x80" * length)  # lone continuation bytes
         token_char_ranges(tokenizer, text)  # the tokenizer's byte table, built once
         # Incremental decoding grows quadratically over ids that never complete a character (tens of
         # seconds at 8k): it is timed on a quarter of those.
@@ -404,10 +394,10 @@ def main() -> int:
     args = parser.parse_args()
 
     load_before = load_average()
-    qwen = fixtures.qwen3()
+    qwen = qwen3()
     tokenizers = {
         "Qwen3 (byte-level BPE)": qwen,
-        "SentencePiece style (byte fallback)": fixtures.sentencepiece_style(8000, tuple(corpus().split("\n\n"))),
+        "SentencePiece style (byte fallback)": sentencepiece_style(8000, tuple(corpus().split("\n\n"))),
     }
     report = {
         "machine": machine(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,17 @@ def solved(sample: dict) -> bool:
     """A validation sample the reward counts as a success: ``acc > 0.5``, or ``score > 0.5`` for a reward
     without ``acc``."""
     return float(sample["acc"] if "acc" in sample else sample["score"]) > 0.5
+
+
+def jsx_elements(code: str) -> frozenset[str]:
+    """The intrinsic JSX elements ``code`` opens (``<ul>``, ``<li key={i}>``, ``<br/>``; not ``useState<number>``)."""
+    return frozenset(re.findall(r"(?<![\w$.])<([a-z][a-z0-9]*)[\s>/]", code))
+
+
+def compiles_as_asked(sample: dict) -> bool:
+    """A React validation sample that compiles and opens the JSX elements of the reference solution: the
+    requested kind of component, not a template that compiles whatever the prompt asked for."""
+    return solved(sample) and jsx_elements(sample["output"]) == jsx_elements(sample["gts"])
 
 
 def held_out_counts(

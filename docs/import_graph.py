@@ -12,6 +12,10 @@ A module may import modules of its own layer and of the layers its layer lists i
 script fails on an import cycle, on an edge its layers do not allow, on a module in no layer, and on an
 import of the demo, the benchmarks or the recipes (they sit on top of the package, outside it).
 
+Above the package, :data:`NOT_IMPORTED_BY` keeps the benchmarks off the test suite and the demo's command line
+(what they share lives in modules both import: ``demo/training.py``, ``benchmarks/local_tokenizers.py``), and the
+demo off the benchmarks and the tests. Only imports are seen: a file loaded by its path is not.
+
 Usage (stdlib only)::
 
     python docs/import_graph.py [REPOSITORY]    # default: this repository
@@ -71,11 +75,19 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 ABOVE_THE_PACKAGE = ("demo", "benchmarks", "recipes", "examples")
 """Top-level packages of the repository that use the plugin: nothing in the package may import them."""
 
+TESTS = "tests"
+NOT_IMPORTED_BY: dict[str, tuple[str, ...]] = {
+    # a top-level package: what none of its modules may import (a module and its submodules; "tests": the test
+    # suite's modules, which pytest puts on the path and which are imported bare, e.g. ``tokenizer_fixtures``)
+    "benchmarks": (TESTS, "demo.run"),
+    "demo": (TESTS, "benchmarks"),
+}
 
-def module_files(repository: Path) -> dict[str, Path]:
-    """Every module of the package by dotted name (a package by its ``__init__.py``), symlinks followed."""
+
+def module_files(repository: Path, package: str = PACKAGE) -> dict[str, Path]:
+    """Every module of ``package`` by dotted name (a package by its ``__init__.py``), symlinks followed."""
     found = {}
-    for folder, folders, files in os.walk(repository / PACKAGE, followlinks=True):
+    for folder, folders, files in os.walk(repository / package, followlinks=True):
         folders[:] = [name for name in folders if (Path(folder) / name / "__init__.py").exists()]
         parts = Path(folder).relative_to(repository).parts
         for file in files:
@@ -190,6 +202,33 @@ def problems(edges: dict[str, set[str]], above: dict[str, set[str]]) -> list[str
     return found
 
 
+def test_modules(repository: Path) -> set[str]:
+    """The names the test suite's modules are imported by (``tests/`` is on pytest's path, not a package)."""
+    return {TESTS, *(path.stem for path in (repository / TESTS).glob("*.py"))}
+
+
+def names_within(name: str, forbidden: str, tests: set[str]) -> bool:
+    """Whether importing ``name`` loads ``forbidden`` or one of its submodules (:data:`TESTS`: any test module)."""
+    if forbidden == TESTS:
+        return name.split(".")[0] in tests
+    return name == forbidden or name.startswith(forbidden + ".")
+
+
+def forbidden_imports(repository: Path) -> list[str]:
+    """Every module that imports what :data:`NOT_IMPORTED_BY` forbids it, one line per module and target."""
+    tests = test_modules(repository)
+    found = []
+    for package, forbidden in NOT_IMPORTED_BY.items():
+        for module, path in sorted(module_files(repository, package).items()):
+            names = imported_names(module, path)
+            found.extend(
+                f"FORBIDDEN: {module} -> {target} ({package} may not import it)"
+                for target in forbidden
+                if any(names_within(name, target, tests) for name in names)
+            )
+    return found
+
+
 def short(module: str) -> str:
     return module.removeprefix(PACKAGE + ".") if module != PACKAGE else PACKAGE
 
@@ -213,7 +252,7 @@ def main(argv: list[str]) -> int:
     repository = Path(argv[0]) if argv else Path(__file__).resolve().parent.parent
     edges, above = import_graph(repository)
     print(render(edges))
-    found = problems(edges, above)
+    found = problems(edges, above) + forbidden_imports(repository)
     print("\n" + ("\n".join(found) if found else "OK: no cycle, every import allowed by the layers"))
     return 1 if found else 0
 

@@ -5,9 +5,9 @@ processes: ``BOT_GRPO_CPU=1`` is set here, before any test module imports verl (
 already. Tests that start verl afresh (a subprocess, a Ray worker) set or remove it themselves.
 
 Helpers are plain functions, imported by name (``from conftest import verl_config``). Each tiny asset has one
-builder: every tokenizer in :mod:`tokenizer_fixtures` (``byte_level_bpe_model`` trains the byte-level BPEs;
-``benchmarks/reward_path_speed.py`` loads that file by path), the tiny Qwen2 and the CPU-mode files in
-:mod:`cpu_assets` (its model is the demo's ``build_model`` at test sizes).
+builder: every tokenizer in :mod:`benchmarks.local_tokenizers` (``byte_level_bpe_model`` trains the byte-level
+BPEs; the reward-path benchmark uses them too), with what only tests add in :mod:`tokenizer_fixtures`, the tiny
+Qwen2 and the CPU-mode files in :mod:`cpu_assets` (its model is the demo's ``build_model`` at test sizes).
 """
 
 import os

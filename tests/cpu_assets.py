@@ -16,9 +16,9 @@ import pandas as pd
 import psutil
 import pytest
 import torch
-from tokenizer_fixtures import byte_level_bpe_model
 from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
 
+from benchmarks.local_tokenizers import byte_level_bpe_model
 from demo.tiny_model import CHAT_TEMPLATE, EOS_TOKEN, PAD_TOKEN, SPECIAL_TOKENS, build_model
 
 WORDS = "add the numbers and write a short answer with steps one two three four five six seven eight nine ten"

@@ -13,9 +13,10 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from reference import reference_token_values
-from tokenizer_fixtures import TOKENIZERS, byte_token_ids, qwen3_or_skip
+from tokenizer_fixtures import qwen3_or_skip
 
 import bot_grpo_verl.alignment as alignment
+from benchmarks.local_tokenizers import TOKENIZERS, byte_token_ids
 from bot_grpo_verl.alignment import incremental_char_ranges, token_char_ranges, token_values_from_spans
 from bot_grpo_verl.reward_manager import TokenRewardConfig, dense_token_rewards
 from bot_grpo_verl.token_rewards import parse_reward_result

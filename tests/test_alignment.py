@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import reference_char_ends, reference_token_values
-from tokenizer_fixtures import TOKENIZERS, byte_token_ids, counting_decodes, qwen3_or_skip
+from tokenizer_fixtures import counting_decodes, qwen3_or_skip
 from tokenizers import decoders
 
 import bot_grpo_verl.alignment as alignment
+from benchmarks.local_tokenizers import TOKENIZERS, byte_token_ids
 from bot_grpo_verl.alignment import (
     byte_decoder,
     decodes_as_its_backend,

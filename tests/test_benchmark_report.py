@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from benchmarks.metrics import area_under_curve, pass_at_k, steps_to_threshold
 from benchmarks.report import main as report_main
-from benchmarks.report import pass_at_k_of_dump, write_report
+from benchmarks.reporting.outputs import write_report
+from benchmarks.reporting.runs import pass_at_k_of_dump
 
 
 @given(st.integers(1, 12), st.data())

@@ -25,11 +25,12 @@ import torch
 from conftest import environment_without_cpu_mode
 from cpu_assets import SPY_MODULE, SPY_SOURCE, WORDS, read_jsonl, run_and_watch
 from reference import reference_bot_grpo
-from tokenizer_fixtures import QWEN_TOOL_TEMPLATE, byte_level_bpe_model
+from tokenizer_fixtures import QWEN_TOOL_TEMPLATE
 from tool_session import CALCULATOR, PROMPT
 from transformers import PreTrainedTokenizerFast
 from verl.tools.function_tool import load_function_tools_from_path
 
+from benchmarks.local_tokenizers import byte_level_bpe_model
 from demo.tiny_model import EOS_TOKEN, PAD_TOKEN, SPECIAL_TOKENS, build_model
 
 pytestmark = pytest.mark.slow  # verl's whole trainer: minutes

@@ -12,8 +12,8 @@ import pytest
 from conftest import verl_config
 from PIL import Image
 
-from demo import run
-from demo.held_out import HeldOutCurve, Validation, mean_interval
+from demo import run, training
+from demo.held_out import HeldOutCurve, Validation, mean_interval, solved
 from recipes.algorithms import OUTCOME_REWARD
 
 PROMPTS = ("Write a React component `A`.", "Write a React component `AB`.", "Write a React component `C`.")
@@ -117,16 +117,22 @@ def test_summary_json_and_plot_hold_both_runs(tmp_path):
 
 def test_progress_shows_training_steps_and_validations():
     validation_only = {"step": 0, "val-core/react_tsx/acc/mean@4": 0.4812}
-    assert run.progress_lines(validation_only, 60) == ["step   0/60  held-out compile rate 0.481"]
-    both = {"step": 10, run.COMPILE_RATE: 0.5, run.TOKEN_REWARD: -0.1, run.STEP_TIME: 3.0, "val-core/x/acc/mean@4": 0.6}
-    lines = run.progress_lines(both, 60)
+    assert training.progress_lines(validation_only, 60) == ["step   0/60  held-out compile rate 0.481"]
+    both = {
+        "step": 10,
+        training.COMPILE_RATE: 0.5,
+        training.TOKEN_REWARD: -0.1,
+        training.STEP_TIME: 3.0,
+        "val-core/x/acc/mean@4": 0.6,
+    }
+    lines = training.progress_lines(both, 60)
     assert lines == [
         "step  10/60  compile rate 0.50  mean token reward -0.100  step time 3.0 s",
         "step  10/60  held-out compile rate 0.600",
     ]
-    assert run.training_rows([validation_only, both]) == [both]
-    arith = {"step": 4, "reward_extra/acc/mean": 0.25, run.STEP_TIME: 2.0, "val-core/arith/acc/mean@4": 0.5}
-    assert run.progress_lines(arith, 32, ("reward_extra/acc/mean", "solve rate")) == [
+    assert training.training_rows([validation_only, both]) == [both]
+    arith = {"step": 4, "reward_extra/acc/mean": 0.25, training.STEP_TIME: 2.0, "val-core/arith/acc/mean@4": 0.5}
+    assert training.progress_lines(arith, 32, ("reward_extra/acc/mean", "solve rate")) == [
         "step   4/32  solve rate 0.25  mean token reward n/a  step time 2.0 s",
         "step   4/32  held-out solve rate 0.500",
     ]
@@ -156,12 +162,12 @@ def test_a_run_that_logs_nothing_for_too_long_is_stopped_with_everything_it_star
     child = f"exec -a {marker} sleep 300"  # a process of the run's own, like a Ray worker
     stalls = f"echo step >> {progress}; bash -c '{child}' & sleep 300"
     with open(tmp_path / "log", "w") as log:
-        assert run.wait_logging(["bash", "-c", stalls], log, {}, progress, stall_seconds=1.0) is None
+        assert training.wait_logging(["bash", "-c", stalls], log, {}, progress, stall_seconds=1.0) is None
     assert progress.read_text() == "step\n"
     assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1  # none left
     steady = f"for i in 1 2 3 4 5 6; do echo step >> {progress}; sleep 0.5; done; exit 3"
     with open(tmp_path / "log", "w") as log:  # slower than the stall limit in all, but never silent that long
-        assert run.wait_logging(["bash", "-c", steady], log, {}, progress, stall_seconds=1.5) == 3
+        assert training.wait_logging(["bash", "-c", steady], log, {}, progress, stall_seconds=1.5) == 3
 
 
 def test_a_users_reward_file_function_and_options_reach_verl(tmp_path):
@@ -189,6 +195,6 @@ def test_a_reward_without_acc_counts_its_score_and_shows_no_as_asked_lines(tmp_p
     lines = run.summary_lines([plain], "test", run.DemoReward(Path("r.py")).held_out)
     assert lines[0].startswith("held-out success rate (acc, else score, above 0.5), 2 test prompts")
     assert len(lines) == 2 and "as_asked" not in run.summary([plain], "test", run.SCORE_SUCCESS)["bot_grpo"]
-    assert run.solved({"score": 0.9}) and not run.solved({"score": 0.9, "acc": 0.0})
+    assert solved({"score": 0.9}) and not solved({"score": 0.9, "acc": 0.0})
     run.plot([plain], "test", tmp_path / "demo.png", run.SCORE_SUCCESS[1], "my_reward.py on react_tsx")
     assert (tmp_path / "demo.png").stat().st_size > 0

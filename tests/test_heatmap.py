@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 import torch
-from tokenizer_fixtures import byte_level_bpe
 
+from benchmarks.local_tokenizers import byte_level_bpe
 from bot_grpo_verl import heatmap
 from bot_grpo_verl.verl_compat.token_dump import token_dump_rows
 

@@ -56,3 +56,29 @@ def test_a_cycle_a_forbidden_edge_a_module_in_no_layer_and_an_import_of_the_demo
         "NOT ALLOWED: bot_grpo_verl.token_rewards (contract & alignment) -> bot_grpo_verl.plugin (entry points)",
     ]
     assert import_graph.main([str(tmp_path)]) == 1
+
+
+def test_the_benchmarks_import_neither_the_tests_nor_the_demos_command_line_and_the_demo_not_the_benchmarks(tmp_path):
+    write_package(
+        tmp_path,
+        {
+            "bot_grpo_verl/__init__.py": "",
+            "tests/tokenizer_fixtures.py": "",
+            "benchmarks/__init__.py": "",
+            "benchmarks/speed.py": "from tokenizer_fixtures import qwen3\nfrom demo.training import run_verl\n",
+            "benchmarks/matrix.py": "def main():\n    from demo.run import base_overrides\n",
+            "benchmarks/reporting/__init__.py": "",
+            "benchmarks/reporting/runs.py": "import tests.conftest\nfrom demo import run\n",
+            "demo/__init__.py": "",
+            "demo/run.py": "from demo.training import run_verl\n",
+            "demo/training.py": "from benchmarks.metrics import pass_at_k\n",
+        },
+    )
+    assert import_graph.forbidden_imports(tmp_path) == [
+        "FORBIDDEN: benchmarks.matrix -> demo.run (benchmarks may not import it)",
+        "FORBIDDEN: benchmarks.reporting.runs -> tests (benchmarks may not import it)",
+        "FORBIDDEN: benchmarks.reporting.runs -> demo.run (benchmarks may not import it)",
+        "FORBIDDEN: benchmarks.speed -> tests (benchmarks may not import it)",
+        "FORBIDDEN: demo.training -> benchmarks (demo may not import it)",
+    ]
+    assert import_graph.main([str(tmp_path)]) == 1

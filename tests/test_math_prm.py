@@ -22,8 +22,8 @@ import fake_vllm
 import numpy as np
 import pytest
 import torch
-from tokenizer_fixtures import byte_level_bpe_model
 
+from benchmarks.local_tokenizers import byte_level_bpe_model
 from bot_grpo_verl.rewards import (
     answer_check,
     math_prm,

@@ -16,11 +16,12 @@ import re
 import numpy as np
 import pytest
 import torch
-from tokenizer_fixtures import INST_TOOL_TEMPLATE, QWEN_TOOL_TEMPLATE, qwen3_or_skip, sentencepiece_style
+from tokenizer_fixtures import INST_TOOL_TEMPLATE, QWEN_TOOL_TEMPLATE, qwen3_or_skip
 from tool_session import CALCULATOR, CALL, TURNS, ScriptedServer, session, tool_config
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.tools.function_tool import load_function_tools_from_path
 
+from benchmarks.local_tokenizers import sentencepiece_style
 from bot_grpo_verl.reward_manager import REWARD_ERROR_KEY, BoTTokenRewardManager
 from bot_grpo_verl.turns import RESPONSE_MASK_KEY, assistant_turns
 

@@ -17,10 +17,10 @@ import torch
 from omegaconf import OmegaConf
 from pure_reference import authors_pure_advantages
 from reference import reference_token_values
-from tokenizer_fixtures import byte_level_bpe
 from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
+from benchmarks.local_tokenizers import byte_level_bpe
 from bot_grpo_verl.alignment import token_char_ranges
 from bot_grpo_verl.reward_manager import (
     BoTTokenRewardManager,

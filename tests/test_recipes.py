@@ -25,9 +25,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from tensordict import TensorDict
-from tokenizer_fixtures import byte_level_bpe
 from verl import DataProto
 
+from benchmarks.local_tokenizers import byte_level_bpe
 from recipes import algorithms
 from recipes.data import prepare_aime, prepare_react
 from recipes.data.common import DataError

@@ -15,13 +15,14 @@ from conftest import verl_config
 from omegaconf import open_dict
 from reference import reference_bot_grpo, reference_token_values
 from tensordict import TensorDict
-from tokenizer_fixtures import byte_level_bpe, counting_decodes
+from tokenizer_fixtures import counting_decodes
 from verl import DataProto
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
 from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.trainer.ppo.reward import load_reward_manager
 
+from benchmarks.local_tokenizers import byte_level_bpe
 from bot_grpo_verl.reward_manager import (
     REWARD_ERROR_KEY,
     BoTTokenRewardManager,
