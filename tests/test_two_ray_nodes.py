@@ -1,5 +1,5 @@
 """verl's real trainer on CPU, joined to a Ray cluster of two nodes started on this machine, as docs/install.md's
-cluster section runs it: a head (``ray start --head``, the one logical GPU: the FSDP worker, the trainer) and a
+cluster section runs it: a head (``ray start --head``, the one logical GPU: the FSDP worker) and a
 second node (``ray start --address=...``, its own IP address on the loopback, temp dir, CPUs and a ``second_node``
 resource, no GPU), each a raylet of its own started with ``--block`` in a session of its own, so that the test stops
 exactly its own processes. verl puts its agent-loop and reward workers round-robin on the alive nodes
@@ -292,14 +292,12 @@ def run_on_cluster(root: Path, model: Path, cluster: Cluster) -> tuple[int, str,
     write_dataset(root / "train.parquet", rows=8)
     write_dataset(root / "val.parquet", rows=4, seed=1)
     (root / "reward.py").write_text(f"RECORD = {str(root / 'record.jsonl')!r}\n{RECORDING_REWARD}")
-    env = {
-        **ray_environment(),
-        "VERL_FILE_LOGGER_PATH": str(root / "metrics.jsonl"),
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    env = {**ray_environment(), "TOKENIZERS_PARALLELISM": "false"}
     started = time.monotonic()
     join = (f"+ray_kwargs.ray_init.address={cluster.address}", f"ray_kwargs.ray_init._temp_dir={cluster.temp_dir}")
-    returncode, _ = run_trainer(root, model, env, *JOIN_THE_CLUSTER, *join)
+    # the trainer's environment is its node's, plus the job's runtime_env: not the driver's
+    logger = f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={root / 'metrics.jsonl'}"
+    returncode, _ = run_trainer(root, model, env, *JOIN_THE_CLUSTER, *join, logger)
     return returncode, (root / "main_ppo.log").read_text(errors="replace"), time.monotonic() - started
 
 
@@ -328,7 +326,7 @@ def test_the_trainer_runs_workers_on_both_nodes_and_the_plugin_registers_on_the_
         where.setdefault(actor["class"], []).append(actor["node_id"])
     for worker in ("AgentLoopWorkerTQ", "RewardLoopWorker"):
         assert sorted(where[worker]) == sorted([cluster.head_id, cluster.second_id]), where
-    assert set(where["TaskRunnerV1"]) == {cluster.head_id}, where  # the trainer: on the driver's node
+    assert len(where["TaskRunnerV1"]) == 1  # the trainer: on whichever node Ray chose (often the second)
     assert {node for name, nodes in where.items() if "WorkerDict" in name for node in nodes} == {cluster.head_id}
 
     records = read_jsonl(tmp_path / "record.jsonl")

@@ -4,7 +4,8 @@ Each of verl's processes finds the plugin through verl's ``verl.plugins`` entry 
 environment (verl forwards no plugin to Ray workers), and verl places workers on every node: its agent-loop and
 reward workers round-robin over the alive nodes, its FSDP workers wherever the resource pools find GPUs. On a node
 without the package those workers would fail deep inside (``bot_token`` an unknown reward manager, ``hf_cpu`` an
-unknown rollout), or train without the plugin's adapters.
+unknown rollout), or train without the plugin's adapters; verl's trainer itself, if Ray placed it there, would stop
+with ``Unknown reward manager: bot_token``.
 
 :func:`require_plugin_on_every_node` runs one Ray task pinned to each other alive node (``num_cpus=0``, a worker of
 the run's job, with its ``runtime_env``): it imports verl there, which loads the plugins that node has, and reports
