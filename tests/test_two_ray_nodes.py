@@ -143,6 +143,7 @@ def start_node(arguments: list[str], env: dict, log: Path) -> Node:
         process = subprocess.Popen(
             [RAY, "start", "--block", "--disable-usage-stats", *arguments],
             env=env,
+            cwd=log.parent,  # its workers' working directory: what verl writes to relative paths lands there
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
