@@ -66,6 +66,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "bot_grpo_verl.run_checks",
             "bot_grpo_verl.__main__",
             "bot_grpo_verl.heatmap",
+            "bot_grpo_verl.driver",
             "bot_grpo_verl.config.*",
         ),
         ("contract & alignment", "estimators & reward manager", "verl coupling & CPU mode"),

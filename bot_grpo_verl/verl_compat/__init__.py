@@ -14,7 +14,10 @@ here touches its internals, after checking with :func:`~.guard.require` that the
 - :mod:`.token_dump`: token ids, rewards and advantages beside verl's rollout dump
   (``PPOTrainer._log_rollout_data``), for the runs that select the plugin only;
 - :mod:`.trainer_checks`: the checks of :mod:`bot_grpo_verl.run_checks` at start-up (``PPOTrainer.init``) and
-  on every sampled batch (the trainer's replay buffer), for the runs that select the plugin only;
+  on every sampled batch (the trainer's replay buffer), for the runs that select the plugin only; before
+  ``init``, :mod:`.ray_nodes`: the plugin registered on every node of the Ray cluster;
+- :mod:`.ray_nodes` also in verl's driver (``main_ppo.run_ppo``), before the trainer is placed: applied by the
+  presets' Hydra callback (:mod:`bot_grpo_verl.driver`), not by :func:`apply_adapters`;
 - :mod:`.cpu_platform` and :mod:`.cpu_patches`: the CPU mode (:mod:`bot_grpo_verl.cpu`) only, which also
   applies :mod:`.validation_metrics` (verl's validation bootstrap vectorised: same numbers, less time).
 

@@ -1,11 +1,13 @@
 """The plugin's checks of a run on verl's driver: at start-up, and on every batch the trainer samples.
 
 verl 0.9.1 has no hook between a trainer's set-up and its first rollout, nor between its replay buffer and the
-steps that use a batch. The wrapper of ``PPOTrainer.init`` (``verl/trainer/ppo/v1/trainer_base.py``), for a run
-that selects the plugin only, runs the start-up check once the trainer is set up (before any rollout), then
-wraps its replay buffer's ``sample``, which hands the trainer its training and its validation batches: each
-batch's ``reward_extra_info`` is read from TransferQueue once and given to the batch check, which may stop the
-run, or leave samples out (they are cleared from TransferQueue, as verl clears a batch it is done with).
+steps that use a batch. The wrapper of ``PPOTrainer.init`` (``verl/trainer/ppo/v1/trainer_base.py``), installed in
+a trainer process that selected the plugin, first checks that every node of the Ray cluster has the plugin
+(:mod:`.ray_nodes`: before ``init`` places any worker); then, for a run that selects the plugin only, it runs the
+start-up check once the trainer is set up (before any rollout), then wraps its replay buffer's ``sample``, which
+hands the trainer its training and its validation batches: each batch's ``reward_extra_info`` is read from
+TransferQueue once and given to the batch check, which may stop the run, or leave samples out (they are cleared
+from TransferQueue, as verl clears a batch it is done with).
 The rules are :mod:`bot_grpo_verl.run_checks`; this module only knows where verl keeps things.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 
 from bot_grpo_verl.verl_compat.guard import require, source_of, wrap_once
 from bot_grpo_verl.verl_compat.metrics import RunSelector, run_selection
+from bot_grpo_verl.verl_compat.ray_nodes import require_plugin_on_every_node
 
 VERL_OUTCOME_ESTIMATORS = (
     "grpo",
@@ -136,6 +139,7 @@ def adapt_trainer_checks(selects: RunSelector, checks: RunChecks) -> None:
 
     def make_wrapper(init):
         def init_then_check(self):
+            require_plugin_on_every_node()  # before init() places workers on the nodes
             result = init(self)
             if selected(self):
                 config, manager_cls = self.config, self.reward_loop_manager.reward_manager_cls
