@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, compute_grpo_vectorized_outcome_advantage
 
-from bot_grpo_verl.estimator import compute_bot_grpo_advantage
+from bot_grpo_verl.estimators.bot_grpo import compute_bot_grpo_advantage
 
 SIZES = [(1024, 4096), (256, 1024), (1024, 1024), (4096, 1024), (512, 8192)]
 

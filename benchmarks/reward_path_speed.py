@@ -43,8 +43,8 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from benchmarks.estimator_speed import load_average, machine
 from benchmarks.local_tokenizers import byte_token_ids, qwen3, sentencepiece_style
-from bot_grpo_verl.alignment import incremental_char_ranges, token_char_ranges
-from bot_grpo_verl.reward_manager import (
+from bot_grpo_verl.reward.alignment import incremental_char_ranges, token_char_ranges
+from bot_grpo_verl.reward.manager import (
     BoTTokenRewardManager,
     TokenRewardConfig,
     TokenRewardScore,
@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 REWARD_FUNCTION = textwrap.dedent(
     """
-    from bot_grpo_verl.token_rewards import split_steps
+    from bot_grpo_verl.reward.token_rewards import split_steps
 
     def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
         steps = split_steps(solution_str)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bot_grpo_verl.alignment import token_char_ranges
+from bot_grpo_verl.reward.alignment import token_char_ranges
 from bot_grpo_verl.verl_compat.token_dump import TOKEN_DUMP_SUFFIX
 
 

@@ -21,10 +21,10 @@ from bot_grpo_verl import ESTIMATOR_NAME
 
 def estimators() -> dict[str, Callable]:
     """The advantage estimators the plugin registers, by ``algorithm.adv_estimator`` name: ``bot_grpo``,
-    ``pure`` and the same-information baselines (:mod:`bot_grpo_verl.baselines`)."""
-    from bot_grpo_verl.baselines import ESTIMATORS as BASELINES
-    from bot_grpo_verl.estimator import compute_bot_grpo_advantage
-    from bot_grpo_verl.pure import compute_pure_advantage
+    ``pure`` and the same-information baselines (:mod:`bot_grpo_verl.estimators.baselines`)."""
+    from bot_grpo_verl.estimators.baselines import ESTIMATORS as BASELINES
+    from bot_grpo_verl.estimators.bot_grpo import compute_bot_grpo_advantage
+    from bot_grpo_verl.estimators.pure import compute_pure_advantage
 
     return {ESTIMATOR_NAME: compute_bot_grpo_advantage, "pure": compute_pure_advantage, **BASELINES}
 
@@ -34,7 +34,7 @@ def selects_plugin(config, reward_manager_cls: type) -> bool:
     a subclass, or its CPU-mode rollout (``+preset=cpu``, whatever the estimator)."""
     from omegaconf import OmegaConf
 
-    from bot_grpo_verl.reward_manager import BoTTokenRewardManager
+    from bot_grpo_verl.reward.manager import BoTTokenRewardManager
     from bot_grpo_verl.verl_compat.cpu_patches import ROLLOUT_NAME
 
     return (
@@ -97,7 +97,7 @@ def register() -> None:
     cpu.activate()  # first: verl's engine modules cache the device name when imported
     from verl.trainer.ppo.core_algos import register_adv_est
 
-    import bot_grpo_verl.reward_manager  # noqa: F401  (registers the bot_token reward manager)
+    import bot_grpo_verl.reward.manager  # noqa: F401  (registers the bot_token reward manager)
 
     # verl's registry accepts the same function again and refuses a different one under our names.
     for name, estimator in estimators().items():

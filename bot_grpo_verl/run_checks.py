@@ -17,7 +17,7 @@ At the run's first batch (:func:`dropped_token_rewards`), a reward function that
 ``token_rewards`` to a manager that drops them stops a run whose estimator wanted them, and is reported otherwise.
 
 On every batch of a ``bot_token`` run (:func:`reward_failures`), a sample whose reward failed (the manager's
-:data:`~bot_grpo_verl.reward_manager.REWARD_ERROR_KEY`) stops the run with the sample's uid, the problem and the
+:data:`~bot_grpo_verl.reward.manager.REWARD_ERROR_KEY`) stops the run with the sample's uid, the problem and the
 fix, or, with ``reward.bot_token.on_error=skip``, is left out and counted.
 """
 
@@ -26,8 +26,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from bot_grpo_verl import ESTIMATOR_NAME, reward_manager  # the manager's names are read at call time: RUN_CHECKS
-from bot_grpo_verl.step_layout import kl_in_reward_problem
+from bot_grpo_verl import ESTIMATOR_NAME
+from bot_grpo_verl.reward import manager as reward_manager  # the manager's names are read at call time: RUN_CHECKS
+from bot_grpo_verl.reward.step_layout import kl_in_reward_problem
 from bot_grpo_verl.verl_compat.trainer_checks import VERL_OUTCOME_ESTIMATORS, BatchVerdict, RunChecks
 
 logger = logging.getLogger(__name__)
@@ -215,6 +216,6 @@ def check_batch(config, reward_manager_cls: type, infos: list[dict], first: bool
 
 
 RUN_CHECKS = RunChecks(startup=check_startup, batch=check_batch)
-"""The checks the plugin hands verl_compat. It may build them while :mod:`bot_grpo_verl.reward_manager` is half
+"""The checks the plugin hands verl_compat. It may build them while :mod:`bot_grpo_verl.reward.manager` is half
 imported (a program that imports the manager first imports verl, which loads the plugin), so the checks read the
 manager's names when they run, not when this module is imported."""

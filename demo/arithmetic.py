@@ -7,7 +7,7 @@ evaluated left to right and written with the fewest parentheses that say so::
     Compute (7 + 5) * 3 - 4.
 
 Its solution is one step per paragraph (steps separated by a blank line, as
-:func:`bot_grpo_verl.token_rewards.split_steps` splits them), then the boxed answer::
+:func:`bot_grpo_verl.reward.token_rewards.split_steps` splits them), then the boxed answer::
 
     7 + 5 = 12
 

@@ -3,9 +3,10 @@
 An edge ``A -> B`` means that module A imports module B anywhere in its source (at module level or
 inside a function: a lazy import is a dependency too). The package is cut into layers, bottom to top::
 
-    contract & alignment           the token-reward contract, the alignment of spans to tokens, the selection hooks
-    estimators & reward manager    the algorithm, its baselines, the reward manager and reward functions
-    verl coupling & CPU mode       beside the estimators: neither side imports the other
+    contract & alignment           reward/: the token-reward contract, the alignment of spans to tokens, turns and
+                                   the step layout; the selection hooks and option parsing
+    estimators & reward manager    estimators/ (the algorithm, its baselines), reward/manager.py, the reward functions
+    verl coupling & CPU mode       verl_compat/ and cpu/, beside the estimators: neither side imports the other
     entry points                   the verl plugin and the command line, which import everything
 
 A module may import modules of its own layer and of the layers its layer lists in :data:`LAYERS`. The
@@ -35,10 +36,11 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "contract & alignment": (
         (
             "bot_grpo_verl",
-            "bot_grpo_verl.token_rewards",
-            "bot_grpo_verl.turns",
-            "bot_grpo_verl.alignment",
-            "bot_grpo_verl.step_layout",
+            "bot_grpo_verl.reward",
+            "bot_grpo_verl.reward.token_rewards",
+            "bot_grpo_verl.reward.turns",
+            "bot_grpo_verl.reward.alignment",
+            "bot_grpo_verl.reward.step_layout",
             "bot_grpo_verl.learning_signal",
             "bot_grpo_verl.selection",
         ),
@@ -47,11 +49,12 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "estimators & reward manager": (
         (
             "bot_grpo_verl.options",
-            "bot_grpo_verl.groups",
-            "bot_grpo_verl.estimator",
-            "bot_grpo_verl.pure",
-            "bot_grpo_verl.baselines",
-            "bot_grpo_verl.reward_manager",
+            "bot_grpo_verl.estimators",
+            "bot_grpo_verl.estimators.groups",
+            "bot_grpo_verl.estimators.bot_grpo",
+            "bot_grpo_verl.estimators.pure",
+            "bot_grpo_verl.estimators.baselines",
+            "bot_grpo_verl.reward.manager",
             "bot_grpo_verl.rewards.*",
         ),
         ("contract & alignment",),

@@ -2,7 +2,7 @@
 
 A generated table sits in a Markdown page between two comments that name its kind and its source::
 
-    <!-- generated: options bot_grpo_verl.estimator:BoTGRPOConfig -->
+    <!-- generated: options bot_grpo_verl.estimators.bot_grpo:BoTGRPOConfig -->
     | option | type, default | meaning |
     ...
     <!-- end generated -->

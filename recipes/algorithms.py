@@ -102,7 +102,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         "PURE (arXiv:2504.15275): min-form credit over the reward's steps, the authors' token baseline",
     ),
     # Same-information baselines: the token rewards BoT-GRPO gets, used as a GRPO user would
-    # (bot_grpo_verl.baselines).
+    # (bot_grpo_verl.estimators.baselines).
     "grpo_token_mean": Algorithm(
         ("+preset=bot_grpo", "algorithm.adv_estimator=grpo_token_mean"),
         "token",

@@ -18,7 +18,7 @@ function's other scalar keys. Spans and token rewards are checked against the co
 import functools
 import inspect
 
-from bot_grpo_verl.token_rewards import parse_reward_result
+from bot_grpo_verl.reward.token_rewards import parse_reward_result
 
 
 @functools.cache

@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from bot_grpo_verl.options import check_option_values, check_options, options_from_kwargs
+from bot_grpo_verl.reward.token_rewards import split_steps
 from bot_grpo_verl.rewards.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, check_answer, ground_truth_text
 from bot_grpo_verl.rewards.math_prm import find_boxed
-from bot_grpo_verl.token_rewards import split_steps
 
 # ``a op b = c`` with integers of at most 30 digits (bounds the cost of checking a step).
 STEP = re.compile(r"[ \t]*(-?\d{1,30})[ \t]*([-+*])[ \t]*(-?\d{1,30})[ \t]*=[ \t]*(-?\d{1,30})[ \t]*")
@@ -63,7 +63,7 @@ class ArithmeticStepsConfig:
         clip (`float`, *optional*, defaults to `None`):
             Bound the step values to [-clip, clip] (> 0); None leaves them unbounded.
         step_separator (`str`, *optional*, defaults to `"\n\n"`):
-            Steps are the text between runs of this separator (`bot_grpo_verl.token_rewards.split_steps`).
+            Steps are the text between runs of this separator (`bot_grpo_verl.reward.token_rewards.split_steps`).
         answer_timeout_s (`float`, *optional*, defaults to `5.0`):
             Wall-clock bound of the answer check, in (0, 600]; see `bot_grpo_verl.rewards.answer_check` for its
             limits. An answer refused or still running at this bound scores 0, with `answer_refused` = 1.
@@ -138,7 +138,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         ``answer_refused`` is 1.0 when the answer exceeded a check limit or ``answer_timeout_s`` (it then
         scores 0, see :mod:`bot_grpo_verl.rewards.answer_check`); ``score`` = ``acc`` = the
         outcome (1.0 or 0.0); ``spans`` = one ``(start, end, value)`` per step, tiling the response (see
-        :func:`bot_grpo_verl.token_rewards.split_steps`); ``steps`` counts the checked (non-answer) steps,
+        :func:`bot_grpo_verl.reward.token_rewards.split_steps`); ``steps`` counts the checked (non-answer) steps,
         ``steps_correct`` the right ones; ``answer_found`` is 1.0 if a ``\\boxed{}`` answer exists. An empty
         response has no spans; a whitespace-only one is one wrong step.
     """

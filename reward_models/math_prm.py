@@ -22,12 +22,12 @@ from dataclasses import dataclass, fields
 from urllib.parse import urlsplit
 
 from bot_grpo_verl.options import check_option_values, check_options, options_from_kwargs
+from bot_grpo_verl.reward.token_rewards import Span, split_steps
 from bot_grpo_verl.rewards.answer_check import MAX_TIMEOUT_S, TIMEOUT_S, Verdict, check_answer, ground_truth_text
 from bot_grpo_verl.rewards.prm import BACKENDS, ScorerSettings, get_scorer
 from bot_grpo_verl.rewards.prm_endpoint import ENDPOINT_APIS, endpoint_problem
 from bot_grpo_verl.rewards.prm_formats import FORMAT_NAMES
 from bot_grpo_verl.rewards.prm_values import AGGREGATIONS, aggregate, clip_value, mix_outcome, to_values
-from bot_grpo_verl.token_rewards import Span, split_steps
 
 MISSING_GROUND_TRUTH = ("error", "process_only")
 # Upper bounds of the endpoint options: each wait must fit the OS's timers, and a run must not stall for days.
@@ -94,7 +94,7 @@ class MathPRMConfig:
         prm_backoff_s (`float`, *optional*, defaults to `0.5`): wait before retry k is `prm_backoff_s * 2**k`;
             in [0, 60].
         step_separator (`str`, *optional*, defaults to `"\n\n"`):
-            Steps are the text between runs of this separator (`bot_grpo_verl.token_rewards.split_steps`).
+            Steps are the text between runs of this separator (`bot_grpo_verl.reward.token_rewards.split_steps`).
         question_key (`str`, *optional*, defaults to `"question"`):
             Key of `extra_info` holding the problem text shown to the PRM (verl does not pass the prompt to
             reward functions); missing: the PRM sees the steps without a question.
@@ -277,7 +277,8 @@ class ScoredSteps:
     """The steps of a response and what the PRM made of them.
 
     Attributes:
-        ranges: the ``[start, end)`` character range of every step (:func:`bot_grpo_verl.token_rewards.split_steps`).
+        ranges: the ``[start, end)`` character range of every step
+            (:func:`bot_grpo_verl.reward.token_rewards.split_steps`).
         probabilities: ``p_k``, P(correct) of the leading steps that fit the PRM's input (``prm_max_tokens``).
         values: ``a_k``, their values after :func:`bot_grpo_verl.rewards.prm_values.aggregate`, one per probability.
     """
@@ -303,7 +304,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         **kwargs: :class:`MathPRMConfig` options (verl's ``reward_kwargs``).
 
     Returns:
-        ``{"score", "spans", ...}`` per :mod:`bot_grpo_verl.token_rewards`, always with the same extra
+        ``{"score", "spans", ...}`` per :mod:`bot_grpo_verl.reward.token_rewards`, always with the same extra
         keys (verl gathers them per batch): ``acc`` (1 if the answer is correct), ``answer_found``,
         ``answer_parsed``, ``answer_refused`` (1 if the answer exceeded a limit or ``answer_timeout_s``:
         scored as wrong, see :mod:`bot_grpo_verl.rewards.answer_check`), ``steps``, ``steps_scored``,

@@ -105,7 +105,7 @@ import uuid
 import torch
 
 import bot_grpo_verl.plugin  # noqa: F401  (registers bot_grpo in this process)
-from bot_grpo_verl.estimator import BoTGRPOConfig
+from bot_grpo_verl.estimators.bot_grpo import BoTGRPOConfig
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
 _original = ADV_ESTIMATOR_REGISTRY["bot_grpo"]

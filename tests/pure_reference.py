@@ -1,4 +1,4 @@
-"""The PURE authors' credit and baseline computation, copied as a test fixture for ``bot_grpo_verl.pure``.
+"""The PURE authors' credit and baseline computation, copied as a test fixture for ``bot_grpo_verl.estimators.pure``.
 
 Source: github.com/CJReinforce/PURE at commit 41f9363 ("Update README.md"):
 

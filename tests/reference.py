@@ -109,8 +109,8 @@ def reference_suffix_mean(advantages, mask):
 
 
 def reference_pure(rewards, mask, index, temperature, credit="min"):
-    """PURE from its definition (``bot_grpo_verl.pure``; the authors' code is ``pure_reference``): a step ends
-    at each valid token not holding -0.0; softmin weights over a row's steps (``"min"``) or none (``"sum"``);
+    """PURE from its definition (``bot_grpo_verl.estimators.pure``; the authors' code is ``pure_reference``): a step
+    ends at each valid token not holding -0.0; softmin weights over a row's steps (``"min"``) or none (``"sum"``);
     leave-one-out reward per token ``b``; each step's weighted reward minus ``b`` times its other valid tokens,
     on its end; returns summed to go; advantages 0 on the step ends."""
     rewards, mask = rewards.double().tolist(), mask.tolist()

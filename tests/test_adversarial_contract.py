@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from reference import reference_token_values
 from tokenizer_fixtures import qwen3_or_skip
 
-import bot_grpo_verl.alignment as alignment
+import bot_grpo_verl.reward.alignment as alignment
 from benchmarks.local_tokenizers import TOKENIZERS, byte_token_ids
-from bot_grpo_verl.alignment import incremental_char_ranges, token_char_ranges, token_values_from_spans
-from bot_grpo_verl.reward_manager import TokenRewardConfig, dense_token_rewards
-from bot_grpo_verl.token_rewards import parse_reward_result
+from bot_grpo_verl.reward.alignment import incremental_char_ranges, token_char_ranges, token_values_from_spans
+from bot_grpo_verl.reward.manager import TokenRewardConfig, dense_token_rewards
+from bot_grpo_verl.reward.token_rewards import parse_reward_result
 
 qwen3_tokenizer = pytest.fixture(qwen3_or_skip, scope="module", name="qwen3_tokenizer")
 

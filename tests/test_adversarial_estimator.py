@@ -10,9 +10,9 @@ import torch
 from omegaconf import OmegaConf
 from reference import reference_bot_grpo, reference_pure
 
-from bot_grpo_verl.estimator import compute_bot_grpo_advantage
+from bot_grpo_verl.estimators.bot_grpo import compute_bot_grpo_advantage
+from bot_grpo_verl.estimators.pure import compute_pure_advantage
 from bot_grpo_verl.options import check_option
-from bot_grpo_verl.pure import compute_pure_advantage
 
 ESTIMATORS = {"bot_grpo": compute_bot_grpo_advantage, "pure": compute_pure_advantage}
 

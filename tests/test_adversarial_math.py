@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bot_grpo_verl.reward.token_rewards import parse_reward_result, split_steps
 from bot_grpo_verl.rewards import answer_check, arithmetic_steps, math_prm, prm_endpoint, prm_formats, prm_http
-from bot_grpo_verl.token_rewards import parse_reward_result, split_steps
 
 TOWER = "9^{9^{9}}"
 # (correct, parsed, refused) of a Verdict

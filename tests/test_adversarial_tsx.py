@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from react_tsx_helpers import error_ranges, fenced, rt, unmark
 
-from bot_grpo_verl.token_rewards import parse_reward_result
+from bot_grpo_verl.reward.token_rewards import parse_reward_result
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node (Node.js >= 18) is not on PATH")
 

@@ -14,16 +14,16 @@ from reference import reference_char_ends, reference_token_values
 from tokenizer_fixtures import counting_decodes, qwen3_or_skip
 from tokenizers import decoders
 
-import bot_grpo_verl.alignment as alignment
+import bot_grpo_verl.reward.alignment as alignment
 from benchmarks.local_tokenizers import TOKENIZERS, byte_token_ids
-from bot_grpo_verl.alignment import (
+from bot_grpo_verl.reward.alignment import (
     byte_decoder,
     decodes_as_its_backend,
     incremental_char_ranges,
     token_char_ranges,
     token_values_from_spans,
 )
-from bot_grpo_verl.token_rewards import line_spans, parse_reward_result, split_steps, step_spans
+from bot_grpo_verl.reward.token_rewards import line_spans, parse_reward_result, split_steps, step_spans
 
 qwen3_tokenizer = pytest.fixture(qwen3_or_skip, scope="module", name="qwen3_tokenizer")
 

@@ -13,8 +13,8 @@ import pytest
 from omegaconf import OmegaConf
 from tiny_demo import TINY as DEMO_TINY
 
+from bot_grpo_verl.reward.token_rewards import parse_reward_result
 from bot_grpo_verl.rewards import arithmetic_steps
-from bot_grpo_verl.token_rewards import parse_reward_result
 from demo import arithmetic, assets
 from demo.arithmetic import Problem, generate_problems
 from demo.assets import build_assets

@@ -14,7 +14,7 @@ from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from bot_grpo_verl.baselines import (
+from bot_grpo_verl.estimators.baselines import (
     ESTIMATORS,
     compute_bot_grpo_shuffled_advantage,
     compute_grpo_token_mean_advantage,

@@ -135,7 +135,7 @@ def test_generated_tables_are_up_to_date(page):
 def test_every_options_dataclass_has_one_table():
     read = read_options_classes()
     documented = Counter(block["source"] for _, block in blocks("options"))
-    assert {"bot_grpo_verl.estimator:BoTGRPOConfig", "bot_grpo_verl.reward_manager:TokenRewardConfig"} <= read
+    assert {"bot_grpo_verl.estimators.bot_grpo:BoTGRPOConfig", "bot_grpo_verl.reward.manager:TokenRewardConfig"} <= read
     assert sorted(read - set(documented)) == [], "options dataclasses without a table in docs/"
     assert sorted(set(documented) - read) == [], "tables of classes that no options reader uses"
     assert [source for source, count in documented.items() if count > 1] == [], "options documented twice"

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from reference import reference_bot_grpo, reference_suffix_mean
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
-from bot_grpo_verl.estimator import BoTGRPOConfig, compute_bot_grpo_advantage
+from bot_grpo_verl.estimators.bot_grpo import BoTGRPOConfig, compute_bot_grpo_advantage
 
 
 def algorithm_config(norm_by_std=True, **options):

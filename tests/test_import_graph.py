@@ -16,7 +16,7 @@ def test_the_package_has_no_cycle_and_keeps_its_layers():
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.rstrip().endswith("OK: no cycle, every import allowed by the layers")
     edges, _ = import_graph.import_graph(ROOT)
-    assert {"bot_grpo_verl.cpu", "bot_grpo_verl.verl_compat", "bot_grpo_verl.estimator"} <= edges[
+    assert {"bot_grpo_verl.cpu", "bot_grpo_verl.verl_compat", "bot_grpo_verl.estimators.bot_grpo"} <= edges[
         "bot_grpo_verl.plugin"
     ]
     assert "bot_grpo_verl.verl_compat.cpu_patches" in edges["bot_grpo_verl.cpu"]
@@ -34,10 +34,10 @@ def test_a_cycle_a_forbidden_edge_a_module_in_no_layer_and_an_import_of_the_demo
         tmp_path,
         {
             "bot_grpo_verl/__init__.py": "",
-            "bot_grpo_verl/token_rewards.py": "from bot_grpo_verl import plugin\n",
+            "bot_grpo_verl/reward/token_rewards.py": "from bot_grpo_verl import plugin\n",
             "bot_grpo_verl/plugin.py": "import bot_grpo_verl.cpu\n",
-            "bot_grpo_verl/estimator.py": "from .cpu import activate\n",
-            "bot_grpo_verl/reward_manager.py": "def run():\n    import demo.run\n",
+            "bot_grpo_verl/estimators/bot_grpo.py": "from .cpu import activate\n",
+            "bot_grpo_verl/reward/manager.py": "def run():\n    import demo.run\n",
             "bot_grpo_verl/mystery.py": "",
             "bot_grpo_verl/cpu/__init__.py": "def activate():\n    pass\n",
             "bot_grpo_verl/cpu/rollout.py": "from ..verl_compat.cpu_patches import ROLLOUT_NAME\n",
@@ -49,11 +49,11 @@ def test_a_cycle_a_forbidden_edge_a_module_in_no_layer_and_an_import_of_the_demo
     edges, above = import_graph.import_graph(tmp_path)
     assert import_graph.problems(edges, above) == [
         "CYCLE: bot_grpo_verl.cpu.rollout -> bot_grpo_verl.verl_compat.cpu_patches -> bot_grpo_verl.cpu.rollout",
-        "NOT ALLOWED: bot_grpo_verl.estimator (estimators & reward manager) -> bot_grpo_verl.cpu "
+        "NOT ALLOWED: bot_grpo_verl.estimators.bot_grpo (estimators & reward manager) -> bot_grpo_verl.cpu "
         "(verl coupling & CPU mode)",
         "NO LAYER: bot_grpo_verl.mystery (add it to LAYERS in docs/import_graph.py)",
-        "ABOVE THE PACKAGE: bot_grpo_verl.reward_manager -> demo.run",
-        "NOT ALLOWED: bot_grpo_verl.token_rewards (contract & alignment) -> bot_grpo_verl.plugin (entry points)",
+        "ABOVE THE PACKAGE: bot_grpo_verl.reward.manager -> demo.run",
+        "NOT ALLOWED: bot_grpo_verl.reward.token_rewards (contract & alignment) -> bot_grpo_verl.plugin (entry points)",
     ]
     assert import_graph.main([str(tmp_path)]) == 1
 

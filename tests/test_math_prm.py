@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from benchmarks.local_tokenizers import byte_level_bpe_model
+from bot_grpo_verl.reward.token_rewards import parse_reward_result, split_steps
 from bot_grpo_verl.rewards import (
     answer_check,
     math_prm,
@@ -33,7 +34,6 @@ from bot_grpo_verl.rewards import (
     prm_http,
     prm_values,
 )
-from bot_grpo_verl.token_rewards import parse_reward_result, split_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 MATH_PRM_PATH = str(ROOT / "reward_models" / "math_prm.py")

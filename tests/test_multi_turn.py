@@ -22,8 +22,8 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.tools.function_tool import load_function_tools_from_path
 
 from benchmarks.local_tokenizers import sentencepiece_style
-from bot_grpo_verl.reward_manager import REWARD_ERROR_KEY, BoTTokenRewardManager
-from bot_grpo_verl.turns import RESPONSE_MASK_KEY, assistant_turns
+from bot_grpo_verl.reward.manager import REWARD_ERROR_KEY, BoTTokenRewardManager
+from bot_grpo_verl.reward.turns import RESPONSE_MASK_KEY, assistant_turns
 
 
 def family(name: str):

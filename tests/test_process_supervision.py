@@ -21,8 +21,8 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from benchmarks.local_tokenizers import byte_level_bpe
-from bot_grpo_verl.alignment import token_char_ranges
-from bot_grpo_verl.reward_manager import (
+from bot_grpo_verl.reward.alignment import token_char_ranges
+from bot_grpo_verl.reward.manager import (
     BoTTokenRewardManager,
     TokenRewardConfig,
     TokenRewardScore,

@@ -11,7 +11,7 @@ from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from bot_grpo_verl.pure import compute_pure_advantage
+from bot_grpo_verl.estimators.pure import compute_pure_advantage
 
 
 def step_layout(generator, **kwargs):

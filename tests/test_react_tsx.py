@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from react_tsx_helpers import error_ranges, fenced, rt, unmark
 
-from bot_grpo_verl.token_rewards import parse_reward_result
+from bot_grpo_verl.reward.token_rewards import parse_reward_result
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node (Node.js >= 18) is not on PATH")
 

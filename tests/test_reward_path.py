@@ -23,7 +23,7 @@ from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.trainer.ppo.reward import load_reward_manager
 
 from benchmarks.local_tokenizers import byte_level_bpe
-from bot_grpo_verl.reward_manager import (
+from bot_grpo_verl.reward.manager import (
     REWARD_ERROR_KEY,
     BoTTokenRewardManager,
     TokenRewardConfig,

@@ -12,7 +12,7 @@ from verl.trainer.ppo.reward import resolve_reward_manager_cls
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer
 
 from bot_grpo_verl.plugin import estimators
-from bot_grpo_verl.reward_manager import REWARD_ERROR_KEY, failed_sample
+from bot_grpo_verl.reward.manager import REWARD_ERROR_KEY, failed_sample
 from bot_grpo_verl.run_checks import (
     SKIPPED_METRIC,
     SPREAD_ESTIMATORS,

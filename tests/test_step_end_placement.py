@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from bot_grpo_verl.baselines import compute_ps_grpo_advantage
-from bot_grpo_verl.reward_manager import TokenRewardConfig, aligned_token_rewards
-from bot_grpo_verl.step_layout import is_step_end, step_end_rewards
+from bot_grpo_verl.estimators.baselines import compute_ps_grpo_advantage
+from bot_grpo_verl.reward.manager import TokenRewardConfig, aligned_token_rewards
+from bot_grpo_verl.reward.step_layout import is_step_end, step_end_rewards
 
 # Five tokens of two characters each over "ab\n\ncd\n\nef".
 RANGES = np.array([[0, 2], [2, 4], [4, 6], [6, 8], [8, 10]])

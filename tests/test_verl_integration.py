@@ -16,7 +16,7 @@ from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
-from bot_grpo_verl.estimator import compute_bot_grpo_advantage
+from bot_grpo_verl.estimators.bot_grpo import compute_bot_grpo_advantage
 from bot_grpo_verl.verl_compat import SUPPORTED_VERL, UnsupportedVerl, check_verl_version, guard
 
 
@@ -100,7 +100,7 @@ def test_a_fresh_interpreter_that_only_imports_verl_resolves_bot_grpo():
         "print(get_adv_estimator_fn('bot_grpo').__module__)"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "bot_grpo_verl.estimator"
+    assert result.stdout.strip() == "bot_grpo_verl.estimators.bot_grpo"
 
 
 @pytest.mark.slow
@@ -125,13 +125,13 @@ def test_a_ray_worker_process_resolves_bot_grpo():
         ray.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)
     assert pid != os.getpid()
-    assert module == "bot_grpo_verl.estimator"
+    assert module == "bot_grpo_verl.estimators.bot_grpo"
 
 
 def test_a_broken_plugin_is_loud_although_verl_swallows_the_error():
     # Poison one of our modules, then import verl as any recipe would.
     result = run_python(
-        "import sys; sys.modules['bot_grpo_verl.estimator'] = None\n"
+        "import sys; sys.modules['bot_grpo_verl.estimators.bot_grpo'] = None\n"
         "import verl\n"
         "from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY\n"
         "print('bot_grpo' in ADV_ESTIMATOR_REGISTRY)"
@@ -156,7 +156,7 @@ def test_check_command_reports_a_healthy_install():
 @pytest.mark.slow
 def test_check_command_shows_why_the_plugin_failed():
     result = run_python(
-        "import sys; sys.modules['bot_grpo_verl.estimator'] = None\n"
+        "import sys; sys.modules['bot_grpo_verl.estimators.bot_grpo'] = None\n"
         "from bot_grpo_verl.__main__ import main; sys.exit(main(['check']))"
     )
     assert result.returncode == 1
@@ -196,7 +196,7 @@ def test_a_changed_verl_internal_is_refused_naming_it_the_range_and_the_installe
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("first", ["bot_grpo_verl.reward_manager", "bot_grpo_verl.heatmap"])
+@pytest.mark.parametrize("first", ["bot_grpo_verl.reward.manager", "bot_grpo_verl.heatmap"])
 def test_importing_our_modules_before_verl_still_registers_everything(first):
     # importing the reward manager imports verl, which loads the plugin, which needs the half-imported manager
     result = run_python(

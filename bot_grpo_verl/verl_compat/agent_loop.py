@@ -5,10 +5,10 @@ verl 0.9.1 has no extension point for either (``verl/experimental/agent_loop/age
 - ``AgentLoopWorker._compute_score`` hands the streaming reward worker the outputs' token ids but not their
   ``response_mask``, so a reward manager cannot tell the assistant's turns from tool output. For the runs that
   use the plugin, the wrapper adds the final output's mask as one more input column
-  (:data:`~bot_grpo_verl.turns.RESPONSE_MASK_KEY`); reward functions never see it (verl's managers pass them
+  (:data:`~bot_grpo_verl.reward.turns.RESPONSE_MASK_KEY`); reward functions never see it (verl's managers pass them
   only ``extra_info`` and the ``tool_extra_fields``).
 - ``AgentLoopOutput.as_dict`` writes a sample's reward on its last response token. The wrapper writes the
-  token rewards of a :class:`~bot_grpo_verl.reward_manager.TokenRewardScore` instead (streaming reward path
+  token rewards of a :class:`~bot_grpo_verl.reward.manager.TokenRewardScore` instead (streaming reward path
   of the V1 trainer, training and validation). Only the ``bot_token`` manager (or a subclass) returns such a
   score, so a run that does not select it is left as verl made it.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 from weakref import WeakKeyDictionary
 
-from bot_grpo_verl.turns import RESPONSE_MASK_KEY
+from bot_grpo_verl.reward.turns import RESPONSE_MASK_KEY
 from bot_grpo_verl.verl_compat.guard import require, source_of, wrap_once
 
 

@@ -1,8 +1,8 @@
 """``bot_token``: a verl reward manager that turns a reward function's spans into dense token rewards.
 
 It calls the user's ``compute_score`` exactly as verl's ``naive`` manager does (sync or async, same
-arguments), checks the result against the contract of :mod:`bot_grpo_verl.token_rewards`, aligns it
-to the response tokens (:mod:`bot_grpo_verl.alignment`) and returns the outcome score as a
+arguments), checks the result against the contract of :mod:`bot_grpo_verl.reward.token_rewards`, aligns it
+to the response tokens (:mod:`bot_grpo_verl.reward.alignment`) and returns the outcome score as a
 :class:`TokenRewardScore`: a float that carries the per-token rewards. verl moves it like any score;
 building the manager or a score selects the plugin in that process (:mod:`bot_grpo_verl.selection`), so that
 :mod:`bot_grpo_verl.verl_compat` and :meth:`BoTTokenRewardManager.assemble_rm_scores` write it into
@@ -28,12 +28,11 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.registry import register
 from verl.utils.reward_score import default_compute_score
 
-from bot_grpo_verl.alignment import token_char_ranges, token_values_from_spans
 from bot_grpo_verl.options import check_option_values, options_from_config
-from bot_grpo_verl.selection import select
-from bot_grpo_verl.step_layout import NOT_A_STEP, is_step_end, step_end_rewards, turn_end_rewards
-from bot_grpo_verl.token_rewards import TOKEN_VALUE_KEYS, parse_reward_result
-from bot_grpo_verl.turns import (
+from bot_grpo_verl.reward.alignment import token_char_ranges, token_values_from_spans
+from bot_grpo_verl.reward.step_layout import NOT_A_STEP, is_step_end, step_end_rewards, turn_end_rewards
+from bot_grpo_verl.reward.token_rewards import TOKEN_VALUE_KEYS, parse_reward_result
+from bot_grpo_verl.reward.turns import (
     RESPONSE_MASK_KEY,
     assistant_turns,
     tool_call_spans,
@@ -41,6 +40,7 @@ from bot_grpo_verl.turns import (
     turn_of_token,
     value_spans,
 )
+from bot_grpo_verl.selection import select
 
 REWARD_MANAGER_NAME = "bot_token"
 PLACEMENTS = ("spread", "step_end")
@@ -150,7 +150,7 @@ def dense_token_rewards(
     """Turn a reward function's return value into one reward per response token.
 
     Args:
-        result: what the reward function returned (float or dict, see :mod:`bot_grpo_verl.token_rewards`).
+        result: what the reward function returned (float or dict, see :mod:`bot_grpo_verl.reward.token_rewards`).
         tokenizer: the policy's tokenizer.
         response_ids: the valid response token ids, shape (L,).
         options: clipping and outcome mixing.
@@ -179,11 +179,11 @@ def aligned_token_rewards(
         options: clipping and outcome mixing.
         assistant: bool (L,), the tokens the policy generated (verl's ``response_mask``); None: all of them
             (one assistant turn). The turns and tool calls of ``turn_rewards`` and ``call_rewards`` are read
-            from it (:mod:`bot_grpo_verl.turns`): a turn's value goes on all its tokens (with
+            from it (:mod:`bot_grpo_verl.reward.turns`): a turn's value goes on all its tokens (with
             ``placement=step_end``: on its last token, one step per turn), a call's on the tokens of its
             characters; every other token gets 0 (``-0.0``, no step, with ``placement=step_end``).
         calls: the tool calls' characters in ``text``; None: every call in the turns
-            (:func:`~bot_grpo_verl.turns.tool_call_spans`).
+            (:func:`~bot_grpo_verl.reward.turns.tool_call_spans`).
 
     Returns:
         rewards: float64 array of shape (L,).

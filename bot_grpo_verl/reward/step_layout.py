@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from bot_grpo_verl.alignment import token_values_from_spans
+from bot_grpo_verl.reward.alignment import token_values_from_spans
 
 NOT_A_STEP = -0.0
 """What the ``step_end`` layout holds on a token that ends no step: IEEE negative zero. Sums, means and verl's

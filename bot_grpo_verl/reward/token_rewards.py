@@ -12,7 +12,7 @@ A verl custom reward function (``compute_score(data_source, solution_str, ground
   - ``"turn_rewards"``: one value per assistant turn of a multi-turn response, in order (a single-turn
     response is one turn); the ``bot_token`` manager places each on its turn's characters;
   - ``"call_rewards"``: one value per tool call, in order; placed on the call's characters
-    (:mod:`bot_grpo_verl.turns`);
+    (:mod:`bot_grpo_verl.reward.turns`);
   and any other keys with scalar values, which are logged like verl's ``reward_extra_info``.
 
 What is accepted (anything else raises ``ValueError`` naming the key, span or index; the ``bot_token``

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from bot_grpo_verl.groups import (
+from bot_grpo_verl.estimators.groups import (
     Groups,
     accumulation_dtype,
     check_batch,
@@ -24,7 +24,7 @@ from bot_grpo_verl.groups import (
     suffix_sum,
 )
 from bot_grpo_verl.options import check_option_values, options_from_config
-from bot_grpo_verl.step_layout import check_no_kl_in_reward, is_step_end
+from bot_grpo_verl.reward.step_layout import check_no_kl_in_reward, is_step_end
 
 CREDITS = ("min", "sum")
 
@@ -84,7 +84,7 @@ def compute_pure_advantage(
     Compute PURE advantages: min-form (softmin-weighted) or sum-form step rewards, minus PURE's per-token
     leave-one-out baseline, summed to go.
 
-    Reads the ``step_end`` layout (:mod:`bot_grpo_verl.step_layout`): step j of row i has reward ``r[i,j]``
+    Reads the ``step_end`` layout (:mod:`bot_grpo_verl.reward.step_layout`): step j of row i has reward ``r[i,j]``
     on its last token ``e[i,j]``. With ``L_i`` valid tokens in row i:
 
         \omega[i,j] = softmax over the steps j of row i of (-r[i,j] / T)   (``"min"`` credit; 1 for ``"sum"``)

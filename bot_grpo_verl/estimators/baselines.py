@@ -13,12 +13,12 @@ manager's output) and is registered with verl by :mod:`bot_grpo_verl.plugin`:
 - ``ps_grpo``: DeepSeekMath's process-supervised GRPO (arXiv:2402.03300, section 4.1.3): every step reward
   of the group is normalised by the mean and std over all steps of the group, and a token's advantage is
   the sum of the normalised rewards of the steps ending at or after it. It reads the step layout
-  ``reward.bot_token.placement=step_end`` (:mod:`bot_grpo_verl.step_layout`): the reward function's spans
+  ``reward.bot_token.placement=step_end`` (:mod:`bot_grpo_verl.reward.step_layout`): the reward function's spans
   are the steps, and a response without spans is one step valued at its outcome.
 - ``bot_grpo_shuffled``: a localisation control, BoT-GRPO on each response's token rewards permuted within
   the response (same values, same bag, no credit localisation).
 
-PURE's sum-form credit, the fifth baseline, is ``algorithm.pure.credit=sum`` of :mod:`bot_grpo_verl.pure`.
+PURE's sum-form credit, the fifth baseline, is ``algorithm.pure.credit=sum`` of :mod:`bot_grpo_verl.estimators.pure`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
-from bot_grpo_verl.estimator import compute_bot_grpo_advantage
-from bot_grpo_verl.groups import last_valid_positions, suffix_sum
+from bot_grpo_verl.estimators.bot_grpo import compute_bot_grpo_advantage
+from bot_grpo_verl.estimators.groups import last_valid_positions, suffix_sum
 from bot_grpo_verl.options import option_from_config
-from bot_grpo_verl.step_layout import check_no_kl_in_reward, is_step_end
+from bot_grpo_verl.reward.step_layout import check_no_kl_in_reward, is_step_end
 
 
 def row_token_mean(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
@@ -100,7 +100,7 @@ def compute_ps_grpo_advantage(
     r"""``ps_grpo``: process-supervised GRPO (DeepSeekMath, arXiv:2402.03300, section 4.1.3).
 
     Reads the ``step_end`` layout (``reward.bot_token.placement=step_end``,
-    :mod:`bot_grpo_verl.step_layout`): step rewards ``r_j`` on the steps' last tokens. Per group g:
+    :mod:`bot_grpo_verl.reward.step_layout`): step rewards ``r_j`` on the steps' last tokens. Per group g:
 
         \tilde r_j = (r_j - mean_g(r)) / (std_g(r) + \epsilon)     over every step j of every response of g
         A[i,t]     = sum_{steps j of i ending at or after t} \tilde r_j

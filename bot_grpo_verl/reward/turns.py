@@ -7,11 +7,11 @@ template tokens between them, marked by ``response_mask`` (1 on the tokens the p
     response_mask: | 1, 1, ..., 1, 1  | 0, ..., 0   | 1, 1, ..., 1, 1  | ...
 
 An **assistant turn** is a maximal run of mask-1 tokens; its span is the characters of ``solution_str`` that its
-tokens produced (:func:`bot_grpo_verl.alignment.token_char_ranges`). A **tool call** is a hermes-style block
+tokens produced (:func:`bot_grpo_verl.reward.alignment.token_char_ranges`). A **tool call** is a hermes-style block
 ``<tool_call>...</tool_call>`` inside an assistant turn (verl's default ``multi_turn.format=hermes``) that verl's
 parser accepts and its tool agent loop executes (at most ``max_parallel_calls`` per turn), in order: one entry of
 verl's ``tool_rewards`` each. A reward function's
-``turn_rewards`` (:mod:`bot_grpo_verl.token_rewards`) go on every token of their turn (its EOS included) and
+``turn_rewards`` (:mod:`bot_grpo_verl.reward.token_rewards`) go on every token of their turn (its EOS included) and
 ``call_rewards`` become spans over the calls, reaching the tokens exactly as spans do; the ``bot_token`` manager
 then zeroes every mask-0 token.
 """
@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 
-from bot_grpo_verl.token_rewards import Span
+from bot_grpo_verl.reward.token_rewards import Span
 
 RESPONSE_MASK_KEY = "bot_grpo_response_mask"
 """The reward worker's input column that holds the final output's ``response_mask`` (written by

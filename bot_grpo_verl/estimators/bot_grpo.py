@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from bot_grpo_verl.groups import (
+from bot_grpo_verl.estimators.groups import (
     Groups,
     accumulation_dtype,
     bag_moments,
@@ -109,14 +109,14 @@ def compute_bot_grpo_advantage(
     non-empty row uses \mu = 0, \sigma = 1 (verl's GRPO convention). With outcome rewards only, each row's
     reward sum is first broadcast to its valid tokens (see :class:`BoTGRPOConfig`), and the result equals
     verl's ``grpo``. Statistics are accumulated in float32 (float64 for float64 rewards) around a reward of
-    each group's own (:func:`bot_grpo_verl.groups.bag_moments`), so a group whose tokens share one reward gets
-    exactly zero advantage. One device-to-host sync per call checks the inputs
-    (:func:`bot_grpo_verl.groups.check_values`) and reads whether the batch holds outcome rewards only.
+    each group's own (:func:`bot_grpo_verl.estimators.groups.bag_moments`), so a group whose tokens share one
+    reward gets exactly zero advantage. One device-to-host sync per call checks the inputs
+    (:func:`bot_grpo_verl.estimators.groups.check_values`) and reads whether the batch holds outcome rewards only.
 
     Args:
         token_level_rewards: `(torch.Tensor)`
             shape is (bs, response_length); one reward per response token, finite and within
-            :func:`bot_grpo_verl.groups.reward_bound` (about 4e11 in float32 at 512 x 8192)
+            :func:`bot_grpo_verl.estimators.groups.reward_bound` (about 4e11 in float32 at 512 x 8192)
         response_mask: `(torch.Tensor)`
             shape is (bs, response_length); bool or 0/1: 1 for tokens that take part (generated tokens),
             0 for padding and, in multi-turn rollouts, tool output

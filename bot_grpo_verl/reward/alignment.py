@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from transformers import PreTrainedTokenizerFast
 
-from bot_grpo_verl.token_rewards import Span
+from bot_grpo_verl.reward.token_rewards import Span
 
 REPLACEMENT_CHARACTER = "\ufffd"
 _SENTENCEPIECE_STEPS = [
