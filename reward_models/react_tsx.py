@@ -151,6 +151,7 @@ logger = logging.getLogger(__name__)
 
 CODE_LANGUAGES = ("tsx", "jsx", "typescript", "ts", "javascript", "js", "")
 LEVELS = ("syntax", "types")
+CHECKERS = ("tsc7", "tsc6")
 REGIONS = ("token", "line", "element")
 BLOCK_CHOICES = ("all", "last")
 MAX_TIMEOUT = 86_400.0
@@ -169,6 +170,7 @@ class Options:
     """The reward's options; see the module docstring for each one's meaning."""
 
     level: str = "syntax"
+    checker: str = "tsc7"
     region: str = "token"
     blocks: str = "all"
     clean_value: float = 0.0
@@ -213,6 +215,7 @@ def parse_options(kwargs: dict) -> Options:
     """
     options = options_from_kwargs(Options, kwargs, "react_tsx")
     _check_choice("level", options.level, LEVELS)
+    _check_choice("checker", options.checker, CHECKERS)
     _check_choice("region", options.region, REGIONS)
     _check_choice("blocks", options.blocks, BLOCK_CHOICES)
     _check_number("clean_value", options.clean_value, 0.0, 1.0)
@@ -512,13 +515,21 @@ class TsxChecker(WorkerClient):
     script_name = "worker.mjs"
 
     def requests(
-        self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float, outline: bool = False
+        self,
+        codes: list[str],
+        level: str,
+        elements: bool,
+        max_diagnostics: int,
+        timeout: float,
+        outline: bool = False,
+        checker: str = "tsc7",
     ):
         return [
             {
                 "code": code,
                 "outline": outline,
                 "level": level,
+                "checker": checker,
                 "elements": elements,
                 "max_diagnostics": max_diagnostics,
                 "type_timeout": timeout * TYPE_TIMEOUT_SHARE,
@@ -527,15 +538,24 @@ class TsxChecker(WorkerClient):
         ]
 
     def check(
-        self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float, outline: bool = False
+        self,
+        codes: list[str],
+        level: str,
+        elements: bool,
+        max_diagnostics: int,
+        timeout: float,
+        outline: bool = False,
+        checker: str = "tsc7",
     ) -> list[dict]:
-        """The worker's answers for ``codes``, in order (with an ``outline`` of each code that passes, when asked);
-        raises :class:`CheckerError`."""
-        return self.request(self.requests(codes, level, elements, max_diagnostics, timeout, outline), timeout)
+        """The worker's answers for ``codes``, in order (with an ``outline`` of each code that passes, when asked),
+        type-checked (``level="types"``) by ``checker``; raises :class:`CheckerError`."""
+        return self.request(self.requests(codes, level, elements, max_diagnostics, timeout, outline, checker), timeout)
 
-    async def check_async(self, codes, level, elements, max_diagnostics, timeout, outline=False) -> list[dict]:
+    async def check_async(
+        self, codes, level, elements, max_diagnostics, timeout, outline=False, checker="tsc7"
+    ) -> list[dict]:
         """:meth:`check` for an event loop: waits without blocking the loop."""
-        requests = self.requests(codes, level, elements, max_diagnostics, timeout, outline)
+        requests = self.requests(codes, level, elements, max_diagnostics, timeout, outline, checker)
         return await self.request_async(requests, timeout)
 
 
@@ -554,7 +574,8 @@ def _request_args(text: str, blocks: list[tuple[int, int]], options: Options, sp
     # Surrogate code points become U+FFFD, one character for one: JavaScript would join a high and a low
     # one into a single character, and every position after them would shift.
     codes = [_SURROGATE.sub("\ufffd", text[start:end]) for start, end in blocks]
-    return codes, options.level, options.region == "element", options.max_diagnostics, options.timeout, spec is not None
+    elements = options.region == "element"
+    return codes, options.level, elements, options.max_diagnostics, options.timeout, spec is not None, options.checker
 
 
 def with_render(result: dict, answer: dict | None, positions: "CodeMap", options: Options) -> tuple[dict, list]:
