@@ -42,6 +42,8 @@ BAD_OPTIONS = [
     {"level": "SYNTAX"},
     {"level": None},
     {"level": ["syntax"]},
+    {"checker": "tsc5"},
+    {"checker": None},
     {"region": "block"},
     {"region": 0},
     {"blocks": "first"},
