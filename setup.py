@@ -28,7 +28,13 @@ setup(
     # The TSX checker's Node worker and the npm manifest + lock file that `bot-grpo-verl setup tsx` installs.
     package_data={
         "bot_grpo_verl": ["VERSION", "config/*/*.yaml"],
-        "bot_grpo_verl.rewards": ["tsx/worker.mjs", "tsx/render.mjs", "tsx/package.json", "tsx/package-lock.json"],
+        "bot_grpo_verl.rewards": [
+            "tsx/worker.mjs",
+            "tsx/tsc7.mjs",
+            "tsx/render.mjs",
+            "tsx/package.json",
+            "tsx/package-lock.json",
+        ],
     },
     include_package_data=False,
     install_requires=[

@@ -6,11 +6,13 @@ import asyncio
 import atexit
 import collections
 import concurrent.futures
+import contextlib
 import itertools
 import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Callable
@@ -55,6 +57,9 @@ class WorkerProcess:
             encoding="utf-8",
             errors="surrogatepass",
             cwd=script.parent,
+            # A process group of its own, so that kill() ends the worker's children too (the TypeScript 7 Go
+            # process, Chromium), which could otherwise run on for minutes on a sample that hung the worker.
+            start_new_session=hasattr(os, "killpg"),
         )
         self.pending: dict[int, concurrent.futures.Future] = {}
         self.pending_lock = threading.Lock()
@@ -119,6 +124,9 @@ class WorkerProcess:
     def kill(self) -> None:
         self.killed = True
         if self.process.poll() is None:
+            if hasattr(os, "killpg"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
             self.process.kill()
         self.process.wait()
 

@@ -62,7 +62,9 @@ Bad input. Every response gets a defined result in bounded time, and no response
   arrays or 3,000 nested JSX elements fail within milliseconds), it runs longer than ``timeout / 3`` seconds (its
   checker is superlinear in recursive type instantiations: ~15 s for 300 of 1,000 steps), or it kills the type-check
   thread (2 GB heap cap): ``checker_error=1``, score 0, for that response only. The samples checked
-  with it get their real result, and the worker process lives on (the thread is replaced).
+  with it get their real result, and the worker process lives on (the thread is replaced). With
+  ``checker="tsc7"`` the check runs in a Go process instead, killed on the time limit or past its memory
+  bound (and replaced); code nested deeper than 500 levels is refused unchecked.
 - Deeply nested valid code compiles at ``level="syntax"`` (score 1, any ``region``) in milliseconds:
   20,000 nested blocks, 2,000 nested functions, 10,000 nested JSX elements (130 kB: ``max_code_chars``
   raised). The element region of an error that deep is its line (TypeScript's parse for element
@@ -91,8 +93,14 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
 
 - ``level`` (``str``, default ``"syntax"``): ``"syntax"`` (esbuild, ~2 ms for a 100-line component,
   many in parallel) or ``"types"`` (also TypeScript's type check against React's typings; checks queued
-  together run as one program of separate modules, ~50-100 ms per 100-line component on one core once
-  warm; a new worker spends its first few seconds loading TypeScript and warming up).
+  together run as one program of separate modules, ~15 ms of CPU per 100-line component with ``tsc7``,
+  ~50-100 ms with ``tsc6``, once warm; a new worker spends its first few seconds loading TypeScript).
+- ``checker`` (``str``, default ``"tsc7"``): the type checker of ``level="types"``: ``"tsc7"``, TypeScript 7
+  (the Go port, in a Go process of the worker's type-check thread: a virtual file system of the samples,
+  React's typings and the lib files only; killed and replaced on the time limit, past its memory bound
+  (2 GB resident, ``BOT_GRPO_VERL_TSC7_MEMORY_MB``) or when it dies; code nested deeper than 500 levels
+  is refused with ``checker_error=1``), or ``"tsc6"``, TypeScript 6 in the thread (the reference: the same
+  diagnostics on the test corpora, ``tests/test_react_tsx.py``, ``tests/test_adversarial_tsx.py``).
 - ``region`` (``str``, default ``"token"``): ``"token"``, ``"line"`` or ``"element"``, see above.
 - ``blocks`` (``str``, default ``"all"``): ``"all"`` or ``"last"`` fenced code blocks, see above.
 - ``clean_value`` (``float``, default ``0.0``, in ``[0, 1]``): value of clean code tokens of a response
@@ -151,6 +159,7 @@ logger = logging.getLogger(__name__)
 
 CODE_LANGUAGES = ("tsx", "jsx", "typescript", "ts", "javascript", "js", "")
 LEVELS = ("syntax", "types")
+CHECKERS = ("tsc7", "tsc6")
 REGIONS = ("token", "line", "element")
 BLOCK_CHOICES = ("all", "last")
 MAX_TIMEOUT = 86_400.0
@@ -169,6 +178,7 @@ class Options:
     """The reward's options; see the module docstring for each one's meaning."""
 
     level: str = "syntax"
+    checker: str = "tsc7"
     region: str = "token"
     blocks: str = "all"
     clean_value: float = 0.0
@@ -213,6 +223,7 @@ def parse_options(kwargs: dict) -> Options:
     """
     options = options_from_kwargs(Options, kwargs, "react_tsx")
     _check_choice("level", options.level, LEVELS)
+    _check_choice("checker", options.checker, CHECKERS)
     _check_choice("region", options.region, REGIONS)
     _check_choice("blocks", options.blocks, BLOCK_CHOICES)
     _check_number("clean_value", options.clean_value, 0.0, 1.0)
@@ -512,13 +523,21 @@ class TsxChecker(WorkerClient):
     script_name = "worker.mjs"
 
     def requests(
-        self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float, outline: bool = False
+        self,
+        codes: list[str],
+        level: str,
+        elements: bool,
+        max_diagnostics: int,
+        timeout: float,
+        outline: bool = False,
+        checker: str = "tsc7",
     ):
         return [
             {
                 "code": code,
                 "outline": outline,
                 "level": level,
+                "checker": checker,
                 "elements": elements,
                 "max_diagnostics": max_diagnostics,
                 "type_timeout": timeout * TYPE_TIMEOUT_SHARE,
@@ -527,15 +546,24 @@ class TsxChecker(WorkerClient):
         ]
 
     def check(
-        self, codes: list[str], level: str, elements: bool, max_diagnostics: int, timeout: float, outline: bool = False
+        self,
+        codes: list[str],
+        level: str,
+        elements: bool,
+        max_diagnostics: int,
+        timeout: float,
+        outline: bool = False,
+        checker: str = "tsc7",
     ) -> list[dict]:
-        """The worker's answers for ``codes``, in order (with an ``outline`` of each code that passes, when asked);
-        raises :class:`CheckerError`."""
-        return self.request(self.requests(codes, level, elements, max_diagnostics, timeout, outline), timeout)
+        """The worker's answers for ``codes``, in order (with an ``outline`` of each code that passes, when asked),
+        type-checked (``level="types"``) by ``checker``; raises :class:`CheckerError`."""
+        return self.request(self.requests(codes, level, elements, max_diagnostics, timeout, outline, checker), timeout)
 
-    async def check_async(self, codes, level, elements, max_diagnostics, timeout, outline=False) -> list[dict]:
+    async def check_async(
+        self, codes, level, elements, max_diagnostics, timeout, outline=False, checker="tsc7"
+    ) -> list[dict]:
         """:meth:`check` for an event loop: waits without blocking the loop."""
-        requests = self.requests(codes, level, elements, max_diagnostics, timeout, outline)
+        requests = self.requests(codes, level, elements, max_diagnostics, timeout, outline, checker)
         return await self.request_async(requests, timeout)
 
 
@@ -554,7 +582,8 @@ def _request_args(text: str, blocks: list[tuple[int, int]], options: Options, sp
     # Surrogate code points become U+FFFD, one character for one: JavaScript would join a high and a low
     # one into a single character, and every position after them would shift.
     codes = [_SURROGATE.sub("\ufffd", text[start:end]) for start, end in blocks]
-    return codes, options.level, options.region == "element", options.max_diagnostics, options.timeout, spec is not None
+    elements = options.region == "element"
+    return codes, options.level, elements, options.max_diagnostics, options.timeout, spec is not None, options.checker
 
 
 def with_render(result: dict, answer: dict | None, positions: "CodeMap", options: Options) -> tuple[dict, list]:

@@ -15,10 +15,11 @@ import shutil
 import time
 
 import numpy as np
+import psutil
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from react_tsx_helpers import error_ranges, fenced, rt, unmark
+from react_tsx_helpers import checked_codes, checker_differences, error_ranges, fenced, rt, unmark
 
 from bot_grpo_verl.reward.token_rewards import parse_reward_result
 
@@ -41,6 +42,8 @@ BAD_OPTIONS = [
     {"level": "SYNTAX"},
     {"level": None},
     {"level": ["syntax"]},
+    {"checker": "tsc5"},
+    {"checker": None},
     {"region": "block"},
     {"region": 0},
     {"blocks": "first"},
@@ -279,6 +282,95 @@ def test_a_sample_that_breaks_typescript_fails_alone(culprit, options):
     assert results[4]["num_diagnostics"] == 1
     assert rt.shared_checker().worker.process is worker  # the worker process survived
     assert rt.compute_score("react", VALID[1], None, level="types")["score"] == 1.0  # and checks on
+
+
+# --- TypeScript 7 (checker="tsc7", the default): its Go process is bounded in time and memory ------------
+
+# Nested 300 deep (under the worker's MAX_NESTING of 500): ~100 s of TypeScript 7's checker, 2 s of TypeScript 6's.
+SLOW_FOR_TSC7 = fenced("export const x = " + "[" * 300 + "]" * 300 + ";")
+HANGS_CODE = checked_codes([HANGS])[0]
+
+
+def go_processes(worker) -> list[psutil.Process]:
+    """The live TypeScript 7 processes under a worker process (not zombies: a killed one must be reaped)."""
+    children = psutil.Process(worker.pid).children(recursive=True)  # esbuild's service is one too
+    return [child for child in children if child.name() == "tsc" and child.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_tsc7_is_killed_on_its_time_limit_and_the_next_check_is_unaffected():
+    assert rt.compute_score("react", VALID[0], None, level="types")["score"] == 1.0
+    worker = rt.shared_checker().worker.process
+    (before,) = go_processes(worker)
+    began = time.monotonic()
+    # timeout 9: 3 s for the type check, the rest for a loaded machine (the Python side kills the worker at 9 s).
+    result = rt.compute_score("react", SLOW_FOR_TSC7, None, level="types", timeout=9)
+    assert result["checker_error"] == 1 and time.monotonic() - began < 9
+    assert not before.is_running() and go_processes(worker) == []  # killed and reaped, none started yet
+    assert rt.compute_score("react", VALID[1], None, level="types")["score"] == 1.0
+    assert rt.shared_checker().worker.process is worker  # the worker process lived on
+    (after,) = go_processes(worker)
+    assert after.pid != before.pid
+
+
+def test_tsc7_past_its_memory_bound_fails_that_sample_alone(monkeypatch, caplog):
+    """HANGS_CODE grows TypeScript 7 past 400 MB within seconds; with a 200 MB bound it fails long before its
+    time limit, and the worker checks on with a new Go process."""
+    monkeypatch.setenv("BOT_GRPO_VERL_TSC7_MEMORY_MB", "200")
+    checker = rt.TsxChecker()
+    try:
+        assert checker.check(["export const a = 1;"], "types", False, 20, 60)[0]["ok"]
+        worker = checker.worker.process
+        began = time.monotonic()
+        with caplog.at_level(logging.WARNING), pytest.raises(rt.CheckerError, match="memory bound"):
+            checker.check([HANGS_CODE], "types", False, 20, 90)
+        assert time.monotonic() - began < 20
+        assert checker.check(["export const b: number = 'b';"], "types", False, 20, 60)[0]["total"] == 1
+        assert checker.worker.process is worker
+    finally:
+        checker.close()
+
+
+# Specifiers a sample might use to read outside the closed world, each typed `any` (so the check passes): files
+# on disk, the typings' own dependency, the checker's packages, the virtual project's files, other samples.
+OUTSIDE = [
+    "/etc/passwd",
+    "/etc/hostname",
+    "csstype",
+    "typescript",
+    "typescript-native",
+    "esbuild",
+    "./tsconfig.json",
+    "../package.json",
+    "./__ambient__",
+    "./0",
+    "./__checked_0__",
+    "../tsx/worker.mjs",
+]
+
+
+@pytest.mark.parametrize("checker", rt.CHECKERS)
+def test_a_sample_resolves_react_and_nothing_else(checker):
+    for specifier in OUTSIDE:
+        code = f"import * as m from '{specifier}';\nexport const n: number = m.anything;"
+        result = rt.compute_score("react", fenced(code), None, level="types", checker=checker)
+        assert result["score"] == 1.0, (specifier, result)
+    react = "import { useState } from 'react';\nexport const n: number = useState;"
+    assert rt.compute_score("react", fenced(react), None, level="types", checker=checker)["score"] == 0.0
+    # Another sample of the same batch: its module cannot be named.
+    exporter = "export const secret: string = 'x';"
+    importers = [f"import {{ secret }} from '{specifier}';\nexport const n: number = secret;" for specifier in OUTSIDE]
+    answers = rt.shared_checker().check([exporter, *importers], "types", False, 20, 60, checker=checker)
+    assert all(answer["ok"] for answer in answers)
+
+
+def test_both_type_checkers_give_the_same_diagnostics_on_bad_input():
+    """Every degenerate response, directive exploit, augmentation and isolation sample above: the same answers
+    from TypeScript 7 and 6 (diagnostics up to react_tsx_helpers.same_diagnostic's wording, or an error from both:
+    the nestings that overflow TypeScript 6's stack are refused by TypeScript 7 unchecked)."""
+    responses = [unmark(template)[0] for _, template, _, _, _ in DEGENERATE] + VALID + [TYPE_ERROR, CRASHES]
+    codes = checked_codes(responses)
+    codes += DIRECTIVE_EXPLOITS + GLOBAL_AUGMENTATIONS + NEIGHBOURS
+    assert checker_differences(codes) == []
 
 
 def test_a_worker_that_dies_is_restarted_and_logged(caplog):

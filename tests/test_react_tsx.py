@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from react_tsx_helpers import error_ranges, fenced, rt, unmark
+from react_tsx_helpers import checked_codes, checker_differences, error_ranges, fenced, rt, unmark
 
 from bot_grpo_verl.reward.token_rewards import parse_reward_result
 
@@ -172,6 +172,22 @@ def test_corpus(name, template, options, score):
     if score == 1.0:
         assert result["spans"] == []
     parse_reward_result(result, len(text))  # the project's token-reward contract
+
+
+@pytest.mark.parametrize("checker", ["tsc6", "tsc7"])
+def test_corpus_with_each_type_checker(checker):
+    """Same scores and error ranges from TypeScript 7 (the default) and TypeScript 6 on every corpus case."""
+    for name, template, options, score in CORPUS:
+        text, expected = unmark(template)
+        result = rt.compute_score("react", text, None, **options, checker=checker)
+        assert (result["score"], result["checker_error"], error_ranges(result)) == (score, 0, expected), name
+
+
+def test_both_type_checkers_give_the_same_diagnostics_on_the_corpus():
+    """Code, message, line, column, UTF-16 offset and length of every diagnostic, all of them (issue 26): identical
+    but for the one known wording (react_tsx_helpers.same_diagnostic)."""
+    codes = checked_codes([unmark(template)[0] for _, template, _, _ in CORPUS])
+    assert checker_differences(codes) == []
 
 
 def test_verl_loads_it_by_path_and_forwards_reward_kwargs():

@@ -5,7 +5,8 @@
 //   {"ready": true, "node": str, "esbuild": str}
 // then answers each request line
 //   {"id": int, "code": str, "level": "syntax" | "types", "elements": bool, "max_diagnostics": int,
-//    "type_timeout"?: float (seconds one type check may take, default 60), "outline"?: bool}
+//    "type_timeout"?: float (seconds one type check may take, default 60), "outline"?: bool,
+//    "checker"?: "tsc7" | "tsc6" (which TypeScript type-checks, default "tsc7")}
 // with one line (answers may come out of order: syntax checks run concurrently)
 //   {"id": int, "ok": bool, "total": int, "diagnostics": [Diagnostic, ...], "elements"?: [[start, end], ...]}
 // or, when the checker itself fails on that request, {"id": int, "error": str}.
@@ -22,24 +23,34 @@
 // itself fails (nesting too deep for the thread's stack).
 //
 // Levels: "syntax" = esbuild's TSX parser (stops at its first error). "types" = the syntax level, then,
-// if that passes, TypeScript's syntactic and semantic diagnostics against @types/react (see COMPILER_OPTIONS).
+// if that passes, TypeScript's syntactic and semantic diagnostics against @types/react (see TSCONFIG).
+//
+// Checkers: "tsc7" = TypeScript 7 (the Go port, one Go process per type-check thread, see tsc7.mjs; same
+// diagnostics at ~1/7 of the CPU); "tsc6" = TypeScript 6's LanguageService in the thread itself. Each has its
+// own thread and queue. TypeScript 6 also parses for "elements", "outline" and the checks below in both.
 //
 // Isolation: TypeScript runs in one worker thread (THREAD_LIMITS: a small stack, so deep nesting fails
-// fast, and a heap cap that ends the thread instead of the process). Type checks that wait together run
+// fast, and a heap cap that ends the thread instead of the process). With tsc7 the check runs in the
+// thread's Go process: code nested deeper than MAX_NESTING (TypeScript 6's parse) is refused without a
+// check, the Go process is killed with its thread on every loss below, and it has a memory bound of its own
+// (TSC7_MEMORY_MB: a resident-memory watchdog here, GOMEMLIMIT and an address-space limit there). Type checks that wait together run
 // there as one program of separate modules, one request after the other (see runTypeBatch). Only the
 // request that fails gets an error answer; the rest of its batch gets real answers:
 //   - its check throws (e.g. a stack overflow): the requests after it are checked in a fresh program;
 //   - the program of the batch cannot be built: each request is checked in a program of its own;
-//   - its check runs past its type_timeout, or the thread dies (heap cap): the thread is replaced and
-//     the requests after it are checked on the new one.
+//   - its check runs past its type_timeout, or the thread dies (heap cap), or (tsc7) its Go process passes
+//     its memory bound: the thread (and its Go process) is replaced and the requests after it are checked
+//     on the new one;
+//   - (tsc7) its Go process dies: the requests after it are checked in a new Go process.
 // Element ranges are computed there too, and only for code that fails; when TypeScript cannot parse
 // the code for them, "elements" is null (the client then uses lines), not an error.
 // The worker exits when stdin closes, after answering the requests in flight.
+import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import readline from "node:readline";
 import { fileURLToPath } from "node:url";
-import { isMainThread, parentPort, Worker } from "node:worker_threads";
+import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 
 const require = createRequire(import.meta.url);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -57,6 +68,20 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 const THREAD_LIMITS = { stackSizeMb: 1, maxOldGenerationSizeMb: 2048 };
 // Loading TypeScript and React's types (outside every request's time limit).
 const THREAD_START_MS = 120_000;
+const CHECKERS = ["tsc7", "tsc6"];
+const DEFAULT_CHECKER = "tsc7";
+// TypeScript 7 spends minutes on some deep nestings that overflow TypeScript 6's stack within milliseconds
+// (950 nested array literals; 200 take 10 s, 300 take 100 s): code whose syntax tree (TypeScript 6's parse)
+// nests deeper than this, or that TypeScript 6 cannot parse, gets an error answer without a check (the
+// time limit bounds the rest). Real components nest a few dozen levels (the benchmark's: 17); 200 nested
+// JSX elements are 207 levels of the tree, 950 nested arrays 953.
+const MAX_NESTING = 500;
+// The Go process's memory bound, MB (the TypeScript 6 thread's heap cap is 2048 MB).
+const TSC7_MEMORY_MB = Number(process.env.BOT_GRPO_VERL_TSC7_MEMORY_MB || 2048);
+// How often the main thread reads the Go process's resident memory while it checks.
+const MEMORY_POLL_MS = 50;
+// How long a tsc7 thread may take to answer once its Go process is killed (it was waiting for that process).
+const KILL_GRACE_MS = 5_000;
 // Comment directives that would change what TypeScript checks: @ts-nocheck, @ts-ignore, @ts-expect-error
 // (and @ts-check), the JSX pragmas (@jsx, @jsxFrag, @jsxImportSource, @jsxRuntime: another factory or import
 // source types JSX as anything), in any spelling TypeScript reads (it lowercases pragma names), and triple-
@@ -72,24 +97,29 @@ function withoutDirectives(code) {
 // `declare module "*"`, whatever exists on disk.
 const TYPED_MODULES = /^react(-dom)?(\/[\w./-]*)?$/;
 
+// A typical Vite React-TS tsconfig without its lint-style flags (noUnused*, noFallthrough*), in tsconfig
+// spelling: TypeScript 7 reads it as its project's tsconfig, TypeScript 6 converts it.
+const TSCONFIG = {
+  target: "ES2022",
+  lib: ["ES2022", "DOM", "DOM.Iterable"],
+  module: "ESNext",
+  moduleResolution: "bundler",
+  moduleDetection: "force",
+  jsx: "react-jsx",
+  types: ["react"],
+  strict: true,
+  isolatedModules: true,
+  esModuleInterop: true,
+  allowSyntheticDefaultImports: true,
+  skipLibCheck: true,
+  noEmit: true,
+};
+
 function createTypescriptChecker() {
   const ts = require("typescript");
-  // A typical Vite React-TS tsconfig without its lint-style flags (noUnused*, noFallthrough*).
-  const COMPILER_OPTIONS = {
-    target: ts.ScriptTarget.ES2022,
-    lib: ["lib.es2022.d.ts", "lib.dom.d.ts", "lib.dom.iterable.d.ts"],
-    module: ts.ModuleKind.ESNext,
-    moduleResolution: ts.ModuleResolutionKind.Bundler,
-    moduleDetection: ts.ModuleDetectionKind.Force,
-    jsx: ts.JsxEmit.ReactJSX,
-    types: ["react"],
-    strict: true,
-    isolatedModules: true,
-    esModuleInterop: true,
-    allowSyntheticDefaultImports: true,
-    skipLibCheck: true,
-    noEmit: true,
-  };
+  const converted = ts.convertCompilerOptionsFromJson(TSCONFIG, HERE);
+  if (converted.errors.length > 0) throw new Error(`bad TSCONFIG: ${converted.errors[0].messageText}`);
+  const COMPILER_OPTIONS = converted.options;
   // Virtual files that hold the code of one batch, one module per request, next to node_modules.
   const slot = (number) => path.join(HERE, `__checked_${number}__.tsx`);
   // Imports other than react (components, icon libraries, CSS) resolve to `any` instead of failing.
@@ -287,7 +317,27 @@ function createTypescriptChecker() {
     return { exports, default: defaultName, functions, tags };
   }
 
-  return { load, diagnostics, elements, augments, outline };
+  // Whether code nests deeper than MAX_NESTING in TypeScript's parse (walked with an explicit stack), or
+  // cannot be parsed at all (a parse that overflows the thread's stack).
+  function tooDeep(code) {
+    let source;
+    try {
+      source = ts.createSourceFile(slot(0), code, ts.ScriptTarget.Latest, false, ts.ScriptKind.TSX);
+    } catch {
+      return true;
+    }
+    const stack = [[source, 0]];
+    while (stack.length > 0) {
+      const [node, depth] = stack.pop();
+      if (depth > MAX_NESTING) return true;
+      ts.forEachChild(node, (child) => {
+        stack.push([child, depth + 1]);
+      });
+    }
+    return false;
+  }
+
+  return { load, diagnostics, elements, augments, outline, tooDeep };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -328,6 +378,12 @@ function post(job, answer) {
 // Answers jobs (each {index, code, types, elements}) in order: code that augments what other modules see
 // (checker.augments) in a program of its own, the jobs between such code together.
 function answerJobs(checker, jobs) {
+  const refused = checker.refuses ? jobs.findIndex((job) => job.types && checker.refuses(job.code)) : -1;
+  if (refused !== -1) {
+    answerJobs(checker, jobs.slice(0, refused));
+    post(jobs[refused], { error: `TypeScript 7 does not check code nested deeper than ${MAX_NESTING} levels` });
+    return answerJobs(checker, jobs.slice(refused + 1));
+  }
   const alone = jobs.findIndex((job) => job.types && checker.augments(job.code));
   if (alone === -1) return answerTogether(checker, jobs);
   answerTogether(checker, jobs.slice(0, alone));
@@ -362,8 +418,23 @@ function answerTogether(checker, jobs) {
   }
 }
 
-function runTypeThread() {
-  const checker = createTypescriptChecker();
+// The tsc7 checker: TypeScript 7 checks (tsc7.mjs), TypeScript 6 parses (elements, outline, augments, and
+// refuses code nested too deep for TypeScript 7's time).
+async function createTsc7Checker() {
+  const parser = createTypescriptChecker();
+  const { createNativeChecker } = await import("./tsc7.mjs");
+  const native = await createNativeChecker({
+    here: HERE,
+    compilerOptions: TSCONFIG,
+    withoutDirectives,
+    memoryMb: TSC7_MEMORY_MB,
+    onProcess: (pid) => parentPort.postMessage({ process: pid }),
+  });
+  return { ...parser, load: native.load, diagnostics: native.diagnostics, refuses: parser.tooDeep };
+}
+
+async function runTypeThread() {
+  const checker = workerData.checker === "tsc7" ? await createTsc7Checker() : createTypescriptChecker();
   checker.diagnostics(checker.load(["export const Warm = () => <div />;"])[0]);
   parentPort.on("message", (jobs) => answerJobs(checker, jobs.map((job, index) => ({ ...job, index }))));
   parentPort.postMessage("ready");
@@ -372,9 +443,34 @@ function runTypeThread() {
 // ---------------------------------------------------------------------------------------------------
 // The main thread's handle on the TypeScript thread.
 
+// The Go processes of live tsc7 threads, killed if this process exits first.
+const goProcesses = new Set();
+process.on("exit", () => goProcesses.forEach(killProcess));
+
+function killProcess(pid) {
+  try {
+    process.kill(pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}
+
+// Resident memory of a process in MB (null where /proc cannot tell).
+function residentMb(pid) {
+  try {
+    const match = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return match ? Number(match[1]) / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
 class TypeThread {
-  constructor() {
-    this.worker = new Worker(new URL(import.meta.url), { resourceLimits: THREAD_LIMITS });
+  constructor(checker) {
+    this.worker = new Worker(new URL(import.meta.url), { resourceLimits: THREAD_LIMITS, workerData: { checker } });
+    this.goProcess = null; // the tsc7 thread's Go process
+    this.killing = null; // {index, reason}: the job whose Go process was killed, until the thread answers it
+    this.watchdog = null;
     this.lost = null; // why the thread is gone, once it is
     this.batch = null; // {jobs, answered, done} while a batch runs
     this.timer = null;
@@ -394,18 +490,45 @@ class TypeThread {
   }
 
   armFor(job) {
-    this.arm(job.limitMs, "finish one sample's type check");
+    clearTimeout(this.timer);
+    const reason = `the type-check thread did not finish one sample's type check within ${job.limitMs / 1000} s`;
+    this.timer = setTimeout(() => this.stopCheck(reason), Math.min(job.limitMs, MAX_TIMER_MS));
+  }
+
+  // Ends the check in progress. A tsc7 thread's Go process is killed: the thread, which was waiting for it,
+  // answers that job (the answer becomes {error: reason}) and goes on with a new Go process; it keeps its
+  // thread, which reaps the killed process. The thread is given up instead when there is no Go process to
+  // kill (tsc6, or a check that hangs in JavaScript), or when it does not answer within KILL_GRACE_MS.
+  stopCheck(reason) {
+    if (this.goProcess === null || this.killing !== null || this.batch === null) return this.fail(reason);
+    this.killing = { index: this.batch.answered, reason };
+    killProcess(this.goProcess);
+    goProcesses.delete(this.goProcess);
+    this.goProcess = null;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.fail(reason), KILL_GRACE_MS);
   }
 
   receive(message) {
     if (this.lost !== null) return; // a message that was on its way when the thread was given up
+    if (message?.process !== undefined) {
+      if (this.goProcess !== null) goProcesses.delete(this.goProcess);
+      this.goProcess = message.process;
+      goProcesses.add(this.goProcess);
+      return;
+    }
     if (message === "ready") {
       clearTimeout(this.timer);
       this.started(true);
       return;
     }
     const batch = this.batch;
-    batch.jobs[message.index].resolve(message.answer);
+    let answer = message.answer;
+    if (this.killing !== null && this.killing.index === message.index) {
+      answer = { error: this.killing.reason };
+      this.killing = null;
+    }
+    batch.jobs[message.index].resolve(answer);
     batch.answered += 1;
     if (batch.answered < batch.jobs.length) this.armFor(batch.jobs[batch.answered]);
     else this.finish(null);
@@ -413,6 +536,7 @@ class TypeThread {
 
   finish(lost) {
     clearTimeout(this.timer);
+    clearInterval(this.watchdog);
     const batch = this.batch;
     this.batch = null;
     batch?.done(lost);
@@ -421,9 +545,23 @@ class TypeThread {
   fail(reason) {
     if (this.lost !== null) return;
     this.lost = reason;
+    // The Go process first: a thread blocked reading from it cannot be terminated until that read returns.
+    if (this.goProcess !== null) {
+      killProcess(this.goProcess);
+      goProcesses.delete(this.goProcess);
+      this.goProcess = null;
+    }
+    this.killing = null;
     this.worker.terminate();
     this.started(reason);
     this.finish(this.batch && { index: this.batch.answered, reason });
+  }
+
+  watchMemory() {
+    const resident = this.goProcess === null ? null : residentMb(this.goProcess);
+    if (resident !== null && resident > TSC7_MEMORY_MB) {
+      this.stopCheck(`the TypeScript 7 process passed its memory bound (${Math.round(resident)} MB > ${TSC7_MEMORY_MB} MB)`);
+    }
   }
 
   // Checks jobs in order, resolving each job with its answer as it arrives; each may take its own
@@ -433,24 +571,27 @@ class TypeThread {
     return new Promise((done) => {
       this.batch = { jobs, answered: 0, done };
       this.armFor(jobs[0]);
+      this.watchdog = setInterval(() => this.watchMemory(), MEMORY_POLL_MS);
       this.worker.postMessage(jobs.map(({ code, types, elements, outline }) => ({ code, types, elements, outline })));
     });
   }
 }
 
-let typeThread = null;
+const typeThreads = new Map(); // checker -> its TypeThread
 
-function currentTypeThread() {
-  if (typeThread === null || typeThread.lost !== null) typeThread = new TypeThread();
-  return typeThread;
+function currentTypeThread(checker) {
+  const thread = typeThreads.get(checker);
+  if (thread !== undefined && thread.lost === null) return thread;
+  typeThreads.set(checker, new TypeThread(checker));
+  return typeThreads.get(checker);
 }
 
 // Resolves every job of a batch: the job in progress when a thread is lost gets {error}, the jobs
 // after it go to a fresh thread. A thread that cannot start fails every job, without retries.
-async function runTypeBatch(jobs) {
+async function runTypeBatch(checker, jobs) {
   let waiting = jobs;
   while (waiting.length > 0) {
-    const thread = currentTypeThread();
+    const thread = currentTypeThread(checker);
     const started = await thread.ready;
     if (started !== true) return waiting.forEach((job) => job.resolve({ error: started }));
     const lost = await thread.check(waiting);
@@ -460,27 +601,24 @@ async function runTypeBatch(jobs) {
   }
 }
 
-// Jobs waiting for the TypeScript thread; those that queue while it works form its next batch.
-const typeQueue = [];
-let draining = false;
+// Jobs waiting for each checker's TypeScript thread; those that queue while it works form its next batch.
+const typeQueues = new Map(CHECKERS.map((checker) => [checker, { jobs: [], draining: false }]));
 
-function nextBatch() {
-  return typeQueue.splice(0, MAX_BATCH);
-}
-
-async function drainTypeQueue() {
-  draining = true;
+async function drainTypeQueue(checker) {
+  const queue = typeQueues.get(checker);
+  queue.draining = true;
   try {
-    while (typeQueue.length > 0) await runTypeBatch(nextBatch());
+    while (queue.jobs.length > 0) await runTypeBatch(checker, queue.jobs.splice(0, MAX_BATCH));
   } finally {
-    draining = false;
+    queue.draining = false;
   }
 }
 
-function typeThreadJob(job) {
+function typeThreadJob(checker, job) {
   return new Promise((resolve) => {
-    typeQueue.push({ ...job, resolve });
-    if (!draining) drainTypeQueue();
+    const queue = typeQueues.get(checker);
+    queue.jobs.push({ ...job, resolve });
+    if (!queue.draining) drainTypeQueue(checker);
   });
 }
 
@@ -530,6 +668,9 @@ function validate(request) {
   if (!(Number.isInteger(limit) && limit > 0)) {
     throw new Error(`max_diagnostics must be a positive integer, got ${JSON.stringify(limit)}`);
   }
+  if (request.checker !== undefined && !CHECKERS.includes(request.checker)) {
+    throw new Error(`unknown checker ${JSON.stringify(request.checker)}; allowed: "tsc7", "tsc6"`);
+  }
   const timeout = request.type_timeout ?? DEFAULT_TYPE_TIMEOUT;
   if (!(typeof timeout === "number" && timeout > 0 && Number.isFinite(timeout))) {
     throw new Error(`type_timeout must be a positive number of seconds, got ${JSON.stringify(timeout)}`);
@@ -545,7 +686,8 @@ async function check(esbuild, request) {
   let found = { diagnostics: syntax };
   if (types || elements || outline) {
     const limitMs = (request.type_timeout ?? DEFAULT_TYPE_TIMEOUT) * 1000;
-    const typed = await typeThreadJob({ code: request.code, types, elements, outline, limitMs });
+    const checker = request.checker ?? DEFAULT_CHECKER;
+    const typed = await typeThreadJob(checker, { code: request.code, types, elements, outline, limitMs });
     if (types && typed.error !== undefined) throw new Error(typed.error);
     // Element ranges only refine the error regions: without them the client uses lines.
     found = types ? typed : { diagnostics: syntax, elements: typed.elements ?? null, outline: typed.outline ?? null };
@@ -584,6 +726,7 @@ async function answer(esbuild, line) {
 async function serve() {
   // A missing package is a broken installation: fail at start, not on every request.
   require.resolve("typescript");
+  require.resolve("typescript-native/package.json");
   require.resolve("@types/react/package.json");
   const esbuild = await import("esbuild");
   const inFlight = new Set();
