@@ -34,9 +34,11 @@ def test_a_cycle_a_forbidden_edge_a_module_in_no_layer_and_an_import_of_the_demo
         tmp_path,
         {
             "bot_grpo_verl/__init__.py": "",
+            "bot_grpo_verl/reward/__init__.py": "",
             "bot_grpo_verl/reward/token_rewards.py": "from bot_grpo_verl import plugin\n",
             "bot_grpo_verl/plugin.py": "import bot_grpo_verl.cpu\n",
-            "bot_grpo_verl/estimators/bot_grpo.py": "from .cpu import activate\n",
+            "bot_grpo_verl/estimators/__init__.py": "",
+            "bot_grpo_verl/estimators/bot_grpo.py": "from ..cpu import activate\n",
             "bot_grpo_verl/reward/manager.py": "def run():\n    import demo.run\n",
             "bot_grpo_verl/mystery.py": "",
             "bot_grpo_verl/cpu/__init__.py": "def activate():\n    pass\n",
