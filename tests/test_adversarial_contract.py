@@ -326,6 +326,7 @@ def test_one_pass_alignment_equals_incremental_decoding_on_any_ids(family, data)
     check_against_incremental_decoding(tokenizer, data.draw(responses(tokenizer)))
 
 
+@pytest.mark.slow  # 60 examples of Qwen3's tokenizer: ~15-50 s
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_qwen3_alignment_equals_incremental_decoding_on_any_ids(qwen3_tokenizer, data):

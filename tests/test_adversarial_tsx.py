@@ -363,6 +363,7 @@ def test_a_sample_resolves_react_and_nothing_else(checker):
     assert all(answer["ok"] for answer in answers)
 
 
+@pytest.mark.slow  # both type checkers over every adversarial input: ~10 s
 def test_both_type_checkers_give_the_same_diagnostics_on_bad_input():
     """Every degenerate response, directive exploit, augmentation and isolation sample above: the same answers
     from TypeScript 7 and 6 (diagnostics up to react_tsx_helpers.same_diagnostic's wording, or an error from both:

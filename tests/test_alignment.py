@@ -129,6 +129,7 @@ def counting_qwen3(tokenizer):
     return counting_decodes(tokenizer)
 
 
+@pytest.mark.slow  # 100 examples of Qwen3's tokenizer: ~20-80 s
 @settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_qwen3_byte_tables_text_is_the_decode_on_any_ids(qwen3_tokenizer, data):

@@ -181,6 +181,7 @@ def test_bad_arguments_and_verl_kwargs():
     assert score(RESPONSE, reward_router_address=None)["score"] == 1.0
 
 
+@pytest.mark.slow  # a fresh interpreter importing verl: ~10 s
 def test_loads_and_runs_through_verls_custom_reward_loader(tmp_path):
     """A fresh interpreter outside the repository, as a verl reward worker: verl's get_custom_reward_fn
     loads the file by path and merges reward_kwargs into the call."""
