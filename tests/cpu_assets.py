@@ -16,6 +16,7 @@ import pandas as pd
 import psutil
 import pytest
 import torch
+from reference import reference_bot_grpo
 from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
 
 from benchmarks.local_tokenizers import byte_level_bpe_model
@@ -130,6 +131,21 @@ def _spy(*args, **kwargs):
 
 ADV_ESTIMATOR_REGISTRY["bot_grpo"] = _spy
 '''
+
+
+def reference_advantages(call: dict) -> torch.Tensor:
+    """The independent reference's advantages for one call the estimator spy (:data:`SPY_SOURCE`) recorded, with
+    the options that call ran with."""
+    return reference_bot_grpo(
+        call["token_level_rewards"],
+        call["response_mask"],
+        call["index"],
+        weighting=call["options"]["weighting"],
+        norm_by_std=call["norm_adv_by_std_in_grpo"],
+        outcome_broadcast=call["options"]["outcome_broadcast"],
+        eps=call["options"]["epsilon"],
+    )
+
 
 TIMEOUT_S = 900  # a 2-step run: ~70 s on an idle 2-core machine; generous for a loaded one
 

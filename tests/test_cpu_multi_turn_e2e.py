@@ -23,8 +23,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import environment_without_cpu_mode
-from cpu_assets import SPY_MODULE, SPY_SOURCE, WORDS, read_jsonl, run_and_watch
-from reference import reference_bot_grpo
+from cpu_assets import SPY_MODULE, SPY_SOURCE, WORDS, read_jsonl, reference_advantages, run_and_watch
 from tokenizer_fixtures import QWEN_TOOL_TEMPLATE
 from tool_session import CALCULATOR, PROMPT
 from transformers import PreTrainedTokenizerFast
@@ -151,15 +150,7 @@ def test_verl_main_ppo_trains_a_tool_calling_policy_with_tool_rewards_on_cpu(tmp
     for call in calls:
         rewards, mask = call["token_level_rewards"], call["response_mask"].bool()
         assert (rewards[~mask] == 0).all()  # tool output, template tokens and padding get no reward
-        expected = reference_bot_grpo(
-            call["token_level_rewards"],
-            call["response_mask"],
-            call["index"],
-            weighting=call["options"]["weighting"],
-            norm_by_std=call["norm_adv_by_std_in_grpo"],
-            outcome_broadcast=call["options"]["outcome_broadcast"],
-            eps=call["options"]["epsilon"],
-        )
+        expected = reference_advantages(call)
         torch.testing.assert_close(call["advantages"].double(), expected, atol=1e-5, rtol=1e-5)
     for entry in read_jsonl(tmp_path / "metrics.jsonl"):
         assert np.isfinite(entry["data"]["actor/pg_loss"])
