@@ -45,7 +45,17 @@ from demo.held_out import (
     problem_index,
     validation_overrides,
 )
-from demo.tasks import ARITHMETIC, ARITHMETIC_HARD, ARITHMETIC_STEPS, REACT, REACT_COMPILE_ONLY, REACT_TSX, Task
+from demo.tasks import (
+    ARITHMETIC,
+    ARITHMETIC_HARD,
+    ARITHMETIC_STEPS,
+    REACT,
+    REACT_COMPILE_ONLY,
+    REACT_TSX,
+    TOOL_ARITHMETIC,
+    TOOL_ARITHMETIC_TASK,
+    Task,
+)
 from demo.training import (
     MAX_RESPONSE_LENGTH,
     PROMPTS_PER_STEP,
@@ -62,6 +72,8 @@ TRAIN_METRICS = (
     "reward_extra/compiled/mean",
     "reward_extra/steps_correct/mean",
     "reward_extra/token_reward_mean/mean",
+    "reward_extra/calls/mean",
+    "reward_extra/calls_progressing/mean",
     "critic/advantages/max",
     "critic/advantages/min",
     "actor/entropy",
@@ -108,7 +120,19 @@ ARITHMETIC_VARIANTS = {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("sca
 # React's rewards: compilation only (the rows' specs ignored), and composed: compiled, rendered in a browser and
 # meeting the row's spec (issue 26's question in PROTOCOL.md).
 REACT_VARIANTS = {"": REACT_COMPILE_ONLY, "composed": (("render", "true"),)}
+# The agentic task's score for the outcome-level algorithms: the outcome, or the mean or smallest turn value
+# (reward_models/tool_arithmetic.py): GRPO given the per-turn information BoT-GRPO gets.
+AGENT_VARIANTS = {"": (), "turn_mean": (("score", "turn_mean"),), "turn_min": (("score", "turn_min"),)}
 TASKS = {
+    "agent": CpuTask(
+        TOOL_ARITHMETIC_TASK,
+        TOOL_ARITHMETIC,
+        "reward_extra/acc/mean",
+        0.6,
+        AGENT_VARIANTS,
+        True,
+        "solve rate",
+    ),
     "react": CpuTask(
         REACT, REACT_TSX, "reward_extra/compiled/mean", 0.8, REACT_VARIANTS, True, as_asked=compiles_as_asked
     ),
@@ -139,6 +163,7 @@ def run_overrides(
         [
             "+preset=cpu",
             *base_overrides(assets, steps, out, seed),
+            *task.assets.rollout,
             *([f"actor_rollout_ref.actor.optim.lr={lr}"] if lr is not None else []),
             *validation_overrides(assets, validation, out),
             *reward_function_overrides(task.reward, task.variants[variant], ALGORITHMS[algorithm].reward),

@@ -13,10 +13,16 @@ same prompts, the same number of samples each) and scores every sample with the 
   (``--judge-endpoint``, ``--judge-model``: any OpenAI-compatible endpoint comparing their screenshots, both
   orders), else the levels do (a tie is 0.5). Without an endpoint this is the deterministic spec-based stand-in.
 
-Every rate has a 95% bootstrap interval over prompts (samples of a prompt stay together). Writes JSON and a PNG.
+Every rate has a 95% bootstrap interval over prompts (samples of a prompt stay together). Writes JSON (with every
+sample's level, per prompt) and a PNG.
 
     python -m benchmarks.react_eval A/validation/60.jsonl B/validation/60.jsonl --names grpo,bot_grpo \\
         --out benchmarks/results/react_eval.json
+
+Several such evaluations of A against B (one per seed, on the same prompts) pool into A - B per rate, paired by
+prompt, with a 95% interval that resamples seeds and prompts (:func:`pooled_differences`):
+
+    python -m benchmarks.react_eval --pool seed100.json seed101.json seed102.json --out pooled.json
 """
 
 import argparse
@@ -28,12 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.reporting.statistics import estimate, resample_weights, stream, with_verdict
 from bot_grpo_verl.rewards import react_tsx
 from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
 from bot_grpo_verl.rewards.react_render import screenshot_png
 from bot_grpo_verl.rewards.react_requirements import SPEC_KEY
 
 LEVELS = ("fails", "compiles", "renders", "as asked")
+RATES = {"compile_rate": 1, "render_rate": 2, "as_asked_rate": 3}  # a rate: the share of samples at this level or up
 
 
 def read_dump(path: Path) -> dict[str, list[dict]]:
@@ -96,14 +104,11 @@ def evaluate(a_path: Path, b_path: Path, level: str = "syntax", judge: JudgeClie
         return per_prompt
 
     found = {"a": levels(a), "b": levels(b)}
-    rates = {}
+    rates, sample_levels = {}, {}
     for name, per_sample in found.items():
         per_prompt = np.array([[reached for reached, _ in per_sample[prompt]] for prompt in prompts])
-        rates[name] = {
-            "compile_rate": interval((per_prompt >= 1).mean(axis=1)),
-            "render_rate": interval((per_prompt >= 2).mean(axis=1)),
-            "as_asked_rate": interval((per_prompt >= 3).mean(axis=1)),
-        }
+        rates[name] = {rate: interval((per_prompt >= least).mean(axis=1)) for rate, least in RATES.items()}
+        sample_levels[name] = per_prompt.tolist()
     wins = np.array(
         [
             np.mean([win(x, y, prompt, judge) for x, y in zip(found["a"][prompt], found["b"][prompt], strict=True)])
@@ -115,7 +120,37 @@ def evaluate(a_path: Path, b_path: Path, level: str = "syntax", judge: JudgeClie
         "samples_per_prompt": len(a[prompts[0]]),
         **rates,
         "win_rate_a_over_b": interval(wins),
+        "levels": {"prompts": prompts, **sample_levels},
     }
+
+
+def pooled_differences(results: list[dict], boot: int = 2000, seed: int = 0) -> dict:
+    """A - B per rate (:data:`RATES`) and A's win rate over several evaluations (one per seed, :func:`evaluate`'s
+    results with their ``levels``, on the same prompts), each an :func:`~benchmarks.reporting.statistics.estimate`
+    with its verdict: the mean over seeds and prompts, and a 95% interval of a bootstrap that resamples the seeds
+    and, within them, the prompts (a prompt's A and B samples stay paired).
+
+    Raises:
+        ValueError: evaluations without per-prompt levels, or of different prompts.
+    """
+    if any("levels" not in result for result in results):
+        raise ValueError("pooling needs evaluations with per-prompt levels (written by this version of react_eval)")
+    prompts = results[0]["levels"]["prompts"]
+    if any(result["levels"]["prompts"] != prompts for result in results):
+        raise ValueError("the evaluations to pool must cover the same prompts")
+    rng = stream(seed, "react_eval")
+    prompt_weights = resample_weights(rng, len(prompts), boot)
+    seed_weights = resample_weights(rng, len(results), boot)
+    a = np.array([result["levels"]["a"] for result in results])  # (S, P, samples)
+    b = np.array([result["levels"]["b"] for result in results])
+    differences = {rate: (a >= least).mean(axis=2) - (b >= least).mean(axis=2) for rate, least in RATES.items()}
+    differences["win_rate_minus_half"] = (np.sign(a - b) / 2).mean(axis=2)  # levels only: the spec stand-in
+
+    def pooled(per_seed_prompt: np.ndarray) -> dict:
+        found = with_verdict(estimate(np.einsum("ns,np,sp->n", seed_weights, prompt_weights, per_seed_prompt)))
+        return {key: value if isinstance(value, str) else float(value) for key, value in found.items()}
+
+    return {"seeds": len(results), "prompts": len(prompts), **{key: pooled(d) for key, d in differences.items()}}
 
 
 def plot(result: dict, names: tuple[str, str], path: Path) -> None:
@@ -147,14 +182,28 @@ def plot(result: dict, names: tuple[str, str], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("a", type=Path, help="validation dump of run A")
-    parser.add_argument("b", type=Path, help="validation dump of run B")
+    parser.add_argument("a", type=Path, nargs="?", help="validation dump of run A")
+    parser.add_argument("b", type=Path, nargs="?", help="validation dump of run B")
+    parser.add_argument("--pool", type=Path, nargs="+", help="instead: pool these evaluations (JSON) of A against B")
     parser.add_argument("--names", default="A,B", help="the two runs' names, comma-separated")
     parser.add_argument("--level", default="syntax", choices=react_tsx.LEVELS)
     parser.add_argument("--judge-endpoint", default="", help="an OpenAI-compatible endpoint (default: spec stand-in)")
     parser.add_argument("--judge-model", default="")
     parser.add_argument("--out", type=Path, default=Path("react_eval.json"))
     args = parser.parse_args(argv)
+    if args.pool:
+        pooled = pooled_differences([json.loads(path.read_text()) for path in args.pool])
+        pooled["evaluations"] = [str(path) for path in args.pool]
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(pooled, indent=2) + "\n")
+        for key in (*RATES, "win_rate_minus_half"):
+            value = pooled[key]
+            print(
+                f"A - B {key}: {value['estimate']:+.3f} [{value['low']:+.3f}, {value['high']:+.3f}] {value['verdict']}"
+            )
+        return 0
+    if args.a is None or args.b is None:
+        parser.error("give two validation dumps, or --pool with evaluations")
     names = tuple(args.names.split(","))
     judge = JudgeClient(JudgeConfig(args.judge_endpoint, args.judge_model)) if args.judge_endpoint else None
     result = evaluate(args.a, args.b, args.level, judge)

@@ -118,7 +118,7 @@ def sample_metrics(
     """
     chosen = [examples[i % len(examples)] for i in range(settings.eval_samples)]
     responses = sample_responses(
-        model, tokenizer, [example.prompt for example in chosen], settings.max_response_tokens, seed
+        model, tokenizer, [example.prompt for example in chosen], settings.max_response_tokens, seed, task.tool
     )
     decoded = [tokenizer.decode(ids, skip_special_tokens=True) for ids in responses]
     return {
@@ -187,7 +187,10 @@ def _build(root: Path, task: Task, settings: DemoSettings, seed: int, progress: 
     tokenizer = train_tokenizer(texts, settings.vocab_size)
     sft_encoded = encode_examples(tokenizer, sft)
     val_encoded = encode_examples(tokenizer, val)
-    response_lengths = [sum(label != -100 for label in labels) for _, labels in sft_encoded]
+    response_lengths = [
+        len(labels) - len(prompt_ids(tokenizer, example.prompt))
+        for example, (_, labels) in zip(sft, sft_encoded, strict=True)
+    ]
     prompt_lengths = [len(prompt_ids(tokenizer, example.prompt)) for example in train + val]
     progress(
         f"tokenizer: vocab {len(tokenizer)}; solution tokens (with EOS) {min(response_lengths)}-"

@@ -40,6 +40,8 @@ from demo.tasks import (
     REACT_COMPILE_ONLY,
     REACT_TSX,
     TASKS,
+    TOOL_ARITHMETIC,
+    TOOL_ARITHMETIC_TASK,
 )
 from demo.training import (
     MAX_RESPONSE_LENGTH,
@@ -62,10 +64,18 @@ DEMO_VALIDATION = Validation(splits=("test",), every=10, samples=4)
 
 
 def demo_overrides(
-    assets, algorithm: str, steps: int, out: Path, seed: int, validation: Validation, reward: DemoReward | None = None
+    assets,
+    algorithm: str,
+    steps: int,
+    out: Path,
+    seed: int,
+    validation: Validation,
+    reward: DemoReward | None = None,
+    rollout: tuple[str, ...] = (),
 ) -> list[str]:
-    """One demo run: CPU preset and base settings, held-out validation, the reward (default: the React/TSX compile
-    reward) as ``algorithm`` consumes it, and the algorithm's own keys (from the recipes' one table)."""
+    """One demo run: CPU preset and base settings, the task's ``rollout`` settings (:attr:`demo.tasks.Task.rollout`),
+    held-out validation, the reward (default: the React/TSX compile reward) as ``algorithm`` consumes it, and the
+    algorithm's own keys (from the recipes' one table)."""
     reward = reward or REACT_REWARD
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; choose from {sorted(ALGORITHMS)}")
@@ -73,6 +83,7 @@ def demo_overrides(
         [
             "+preset=cpu",
             *base_overrides(assets, steps, out, seed),
+            *rollout,
             *validation_overrides(assets, validation, out),
             *reward_function_overrides(reward.path, reward.options, ALGORITHMS[algorithm].reward, reward.name),
             *algorithm_keys(algorithm, MAX_RESPONSE_LENGTH),
@@ -144,7 +155,15 @@ REACT_REWARD = DemoReward(
     REACT_TSX, "compute_score", REACT_COMPILE_ONLY, REACT_SUCCESS, REACT_SUCCESS[1], compiles_as_asked
 )
 ARITHMETIC_REWARD = DemoReward(ARITHMETIC_STEPS, success=("reward_extra/acc/mean", "solve rate"), held_out="solve rate")
-TASK_REWARDS = {REACT.name: REACT_REWARD, ARITHMETIC.name: ARITHMETIC_REWARD, ARITHMETIC_HARD.name: ARITHMETIC_REWARD}
+TOOL_ARITHMETIC_REWARD = DemoReward(
+    TOOL_ARITHMETIC, success=("reward_extra/acc/mean", "solve rate"), held_out="solve rate"
+)
+TASK_REWARDS = {
+    REACT.name: REACT_REWARD,
+    ARITHMETIC.name: ARITHMETIC_REWARD,
+    ARITHMETIC_HARD.name: ARITHMETIC_REWARD,
+    TOOL_ARITHMETIC_TASK.name: TOOL_ARITHMETIC_REWARD,
+}
 
 
 def user_reward(spec: str, options: list[str]) -> DemoReward:
@@ -322,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     for algorithm in algorithms:
         folder = out / algorithm
-        overrides = demo_overrides(assets, algorithm, args.steps, folder, args.seed, validation, reward)
+        task = TASKS[args.task]
+        overrides = demo_overrides(assets, algorithm, args.steps, folder, args.seed, validation, reward, task.rollout)
         print(
             f"{algorithm}: {args.steps} steps, validating every {args.val_every}; log {folder}/verl.log; rollouts "
             f"(the heat-map's input) {folder}/rollouts",

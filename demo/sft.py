@@ -12,18 +12,32 @@ import torch
 from transformers import Qwen2ForCausalLM, Qwen2Tokenizer
 
 from demo.settings import DemoSettings
-from demo.tasks import Example
-from demo.tiny_model import prompt_ids, response_ids
+from demo.tasks import Example, Tool
+from demo.tiny_model import prompt_ids, response_ids, tool_output_ids
 
 Progress = Callable[[str], None]
 
 
+def session_parts(example: Example) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An example's assistant turns and the tool outputs between them: ``assistant_turns`` and ``tool_outputs`` of
+    a multi-turn example (:class:`demo.tool_arithmetic.ToolProblem`), else its ``response`` and none."""
+    return getattr(example, "assistant_turns", (example.response,)), getattr(example, "tool_outputs", ())
+
+
 def encode_examples(tokenizer: Qwen2Tokenizer, examples: Sequence[Example]) -> list[tuple[list, list]]:
-    """Per example ``(input_ids, labels)``: prompt + response + EOS, labels -100 on the prompt."""
+    """Per example ``(input_ids, labels)``: the prompt, then each assistant turn with its EOS and, between turns,
+    the tool's output as verl's tool agent loop writes it (:func:`demo.tiny_model.tool_output_ids`); labels -100
+    everywhere but on the assistant turns."""
     encoded = []
     for example in examples:
-        prompt, response = prompt_ids(tokenizer, example.prompt), response_ids(tokenizer, example.response)
-        encoded.append((prompt + response, [-100] * len(prompt) + response))
+        turns, outputs = session_parts(example)
+        ids = prompt_ids(tokenizer, example.prompt)
+        labels = [-100] * len(ids)
+        for k, turn in enumerate(turns):
+            between = tool_output_ids(tokenizer, outputs[k - 1]) if k else []
+            generated = response_ids(tokenizer, turn)
+            ids, labels = ids + between + generated, labels + [-100] * len(between) + generated
+        encoded.append((ids, labels))
     return encoded
 
 
@@ -98,26 +112,22 @@ def supervised_warm_start(
 
 
 @torch.no_grad()
-def sample_responses(
+def generate_turns(
     model: Qwen2ForCausalLM,
     tokenizer: Qwen2Tokenizer,
-    prompts: Sequence[str],
+    contexts: Sequence[list[int]],
     max_new_tokens: int,
-    seed: int,
     batch_size: int = 32,
 ) -> list[list[int]]:
-    """Pure sampling at temperature 1 (no top-k/top-p), as verl's rollout does; the response ids per prompt.
-
-    Each response is cut after its first EOS (kept) and holds at most ``max_new_tokens`` ids.
-    """
+    """Pure sampling at temperature 1 (no top-k/top-p), as verl's rollout does, continuing each of ``contexts``
+    (token ids); the new ids per context, cut after the first EOS (kept), at most ``max_new_tokens``."""
     model.eval()
-    torch.manual_seed(seed)
-    responses = []
-    for first in range(0, len(prompts), batch_size):
-        encoded = [prompt_ids(tokenizer, prompt) for prompt in prompts[first : first + batch_size]]
-        width = max(len(ids) for ids in encoded)
-        input_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(ids)) + ids for ids in encoded])
-        attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded])
+    generated = []
+    for first in range(0, len(contexts), batch_size):
+        batch = contexts[first : first + batch_size]
+        width = max(len(ids) for ids in batch)
+        input_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(ids)) + ids for ids in batch])
+        attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in batch])
         output = model.generate(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -129,5 +139,41 @@ def sample_responses(
         )
         for row in output[:, width:].tolist():
             end = row.index(tokenizer.eos_token_id) + 1 if tokenizer.eos_token_id in row else len(row)
-            responses.append(row[:end])
+            generated.append(row[:end])
+    return generated
+
+
+def sample_responses(
+    model: Qwen2ForCausalLM,
+    tokenizer: Qwen2Tokenizer,
+    prompts: Sequence[str],
+    max_new_tokens: int,
+    seed: int,
+    tool: Tool | None = None,
+    batch_size: int = 32,
+) -> list[list[int]]:
+    """One sampled response per prompt (:func:`generate_turns`, ``batch_size`` rows at once), at most
+    ``max_new_tokens`` ids each.
+
+    With a ``tool``, a response is a session, as verl's tool agent loop runs it: after each assistant turn that
+    calls the tool, the tool's output (:func:`demo.tiny_model.tool_output_ids`) and the next turn follow, until a
+    turn makes no call or the budget is spent; the response holds every turn and output.
+    """
+    torch.manual_seed(seed)
+    responses: list[list[int]] = [[] for _ in prompts]
+    contexts = {row: prompt_ids(tokenizer, prompt) for row, prompt in enumerate(prompts)}
+    while contexts:
+        rows = list(contexts)
+        budget = max_new_tokens - min(len(responses[row]) for row in rows)
+        turns = generate_turns(model, tokenizer, [contexts[row] for row in rows], budget, batch_size)
+        for row, turn in zip(rows, turns, strict=True):
+            turn = turn[: max_new_tokens - len(responses[row])]
+            responses[row] += turn
+            output = tool(tokenizer.decode(turn, skip_special_tokens=True)) if tool else None
+            between = tool_output_ids(tokenizer, output) if output is not None else []
+            if output is None or len(responses[row]) + len(between) >= max_new_tokens:
+                del contexts[row]
+                continue
+            responses[row] += between
+            contexts[row] = contexts[row] + turn + between
     return responses

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from bot_grpo_verl.__main__ import reward_path
 from bot_grpo_verl.rewards.react_requirements import SPEC_KEY
-from demo import arithmetic, react_corpus
+from demo import arithmetic, react_corpus, tool_arithmetic
 from demo.settings import DemoSettings
 
 DATA_SOURCE = "react_tsx"
@@ -28,6 +28,11 @@ DATA_SOURCE = "react_tsx"
 REACT_COMPILE_ONLY = (("requirements", "false"),)
 REACT_TSX = reward_path("react_tsx")  # the installed reward files (in a clone: reward_models/)
 ARITHMETIC_STEPS = reward_path("arithmetic_steps")
+TOOL_ARITHMETIC = reward_path("tool_arithmetic")
+CALCULATOR = reward_path("calculator")  # the tool of TOOL_ARITHMETIC_TASK (verl's function_tool_path)
+
+
+Tool = Callable[[str], "str | None"]  # an assistant turn's text -> the tool's answer to its call (None: no call)
 
 
 class Example(Protocol):
@@ -56,6 +61,10 @@ class Task:
             ``responses[i]`` answering ``examples[i]`` (see :func:`compile_metrics`, :func:`answer_metrics`).
         sources: the corpus generator's files, whose bytes enter the cache key with the builder's.
         settings: the default :class:`DemoSettings` of :func:`demo.assets.build_assets`.
+        tool: for an agentic task, what the tool answers to an assistant turn (None: single-turn), with which the
+            build samples whole sessions (:func:`demo.sft.sample_responses`).
+        rollout: the verl overrides of the task's rollout besides the CPU demo's (an agentic task: verl's tool agent
+            loop with its tool).
     """
 
     name: str
@@ -66,6 +75,8 @@ class Task:
     score_samples: Callable[[Sequence[str], Sequence[Example]], dict]
     sources: tuple[Path, ...]
     settings: DemoSettings
+    tool: Tool | None = None
+    rollout: tuple[str, ...] = ()
 
 
 def load_reward_file(path: Path) -> ModuleType:
@@ -134,6 +145,24 @@ def answer_metrics(responses: Sequence[str], examples: Sequence[arithmetic.Probl
     }
 
 
+def session_metrics(responses: Sequence[str], examples: Sequence[tool_arithmetic.ToolProblem]) -> dict[str, float]:
+    """:data:`TOOL_ARITHMETIC_TASK`'s sample metrics from ``reward_models/tool_arithmetic.py`` (the text path, as
+    verl's ``naive`` manager reads a session): ``{"accuracy", "calls_per_session", "progressing_call_rate"}``, the
+    fraction of sessions that box the answer, the mean number of tool calls and the fraction of calls that progress
+    (0 without a call)."""
+    reward = load_reward_file(TOOL_ARITHMETIC)
+    results = [
+        reward.compute_score(tool_arithmetic.DATA_SOURCE, response, str(example.answer), {"values": example.values})
+        for response, example in zip(responses, examples, strict=True)
+    ]
+    calls = sum(result["calls"] for result in results)
+    return {
+        "accuracy": sum(result["acc"] for result in results) / len(results),
+        "calls_per_session": calls / len(results),
+        "progressing_call_rate": sum(result["calls_progressing"] for result in results) / calls if calls else 0.0,
+    }
+
+
 REACT = Task(
     name="react_tsx",
     data_source=DATA_SOURCE,
@@ -171,4 +200,28 @@ ARITHMETIC_HARD = replace(
     generate=partial(arithmetic.generate_problems, difficulty=arithmetic.HARD),
     settings=replace(ARITHMETIC.settings, max_position_embeddings=320, max_response_tokens=160),
 )
-TASKS = {task.name: task for task in (REACT, ARITHMETIC, ARITHMETIC_HARD)}
+# The agentic task: the same chains on larger numbers, solved by calling the calculator tool once per operation.
+TOOL_ARITHMETIC_TASK = Task(
+    name="tool_arithmetic",
+    data_source=tool_arithmetic.DATA_SOURCE,
+    ability="math",
+    generate=tool_arithmetic.generate_tool_problems,
+    reference=lambda problem: (
+        str(problem.answer),
+        {"kind": problem.kind, "question": problem.prompt, "values": problem.values},
+    ),
+    score_samples=session_metrics,
+    sources=(Path(tool_arithmetic.__file__), Path(arithmetic.__file__), Path(react_corpus.__file__)),
+    settings=replace(ARITHMETIC.settings, max_position_embeddings=256, max_response_tokens=160),
+    tool=tool_arithmetic.calculator_output,
+    # verl's own tool agent loop with the plugin's calculator, one call per turn (a reference session makes at most 3
+    # calls, then answers)
+    rollout=(
+        "actor_rollout_ref.rollout.multi_turn.enable=true",
+        f"actor_rollout_ref.rollout.multi_turn.function_tool_path={CALCULATOR}",
+        "actor_rollout_ref.rollout.multi_turn.max_parallel_calls=1",
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=5",
+        "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
+    ),
+)
+TASKS = {task.name: task for task in (REACT, ARITHMETIC, ARITHMETIC_HARD, TOOL_ARITHMETIC_TASK)}

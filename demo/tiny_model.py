@@ -64,6 +64,14 @@ def response_ids(tokenizer: Qwen2Tokenizer, response: str) -> list[int]:
     return tokenizer(response, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
 
 
+def tool_output_ids(tokenizer: Qwen2Tokenizer, output: str) -> list[int]:
+    """Token ids verl's tool agent loop puts between an assistant turn's EOS and the next turn: the end of the
+    assistant message, the tool's message holding ``output`` and the next assistant header (out of the loss)."""
+    message = [{"role": "tool", "content": output}]
+    text = "\n" + tokenizer.apply_chat_template(message, add_generation_prompt=True, tokenize=False)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
 def build_model(
     tokenizer: PreTrainedTokenizerBase,
     seed: int,

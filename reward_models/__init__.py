@@ -10,5 +10,7 @@ verl loads them by file path: ``reward.custom_reward_function.path=$(bot-grpo-ve
 - :mod:`bot_grpo_verl.rewards.math_prm`: the math reward, PRM steps plus a math-verify outcome (``compute_score``).
 - :mod:`bot_grpo_verl.rewards.arithmetic_steps`: the demo's exact arithmetic verifier (``compute_score``).
 - :mod:`bot_grpo_verl.rewards.calculator`: a calculator tool for verl's tool agent loop (loaded by path, with a
-  reward per call).
+  reward per call), over ``exact_arithmetic`` (exact integer arithmetic on untrusted text).
+- :mod:`bot_grpo_verl.rewards.tool_arithmetic`: the agentic demo task's reward: the outcome and one value per
+  assistant turn (``compute_score``).
 """

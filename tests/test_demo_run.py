@@ -198,3 +198,14 @@ def test_a_reward_without_acc_counts_its_score_and_shows_no_as_asked_lines(tmp_p
     assert solved({"score": 0.9}) and not solved({"score": 0.9, "acc": 0.0})
     run.plot([plain], "test", tmp_path / "demo.png", run.SCORE_SUCCESS[1], "my_reward.py on react_tsx")
     assert (tmp_path / "demo.png").stat().st_size > 0
+
+
+def test_every_task_has_its_demo_reward_and_the_agentic_one_runs_verls_tool_loop(tmp_path):
+    assert set(run.TASK_REWARDS) == set(run.TASKS)
+    task = run.TASKS["tool_arithmetic"]
+    validation = Validation(("test",), every=10, samples=4)
+    reward = run.TASK_REWARDS[task.name]
+    config = verl_config(*run.demo_overrides(ASSETS, "bot_grpo", 60, tmp_path, 3, validation, reward, task.rollout))
+    rollout = config.actor_rollout_ref.rollout
+    assert rollout.multi_turn.enable and rollout.agent.default_agent_loop == "tool_agent"
+    assert config.reward.custom_reward_function.path.endswith("tool_arithmetic.py")

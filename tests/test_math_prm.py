@@ -486,7 +486,8 @@ def test_concurrent_calls_are_scored_in_one_batch_and_equal_sequential_calls(prm
         concurrent = list(
             pool.map(lambda t: math_prm.compute_score("m", t, "0.5", None, **options(prm_dirs)), responses)
         )
-    assert batches[:2] == [1, threads - 1] and sum(batches) == len(responses)
+    # the calls that waited go in one batch (with the first thread's next call, if it queued before that batch ran)
+    assert batches[0] == 1 and threads - 1 <= batches[1] <= threads and sum(batches) == len(responses)
     for one, other in zip(sequential, concurrent, strict=True):
         assert one["score"] == other["score"]
         assert_spans_close(one["spans"], other["spans"])

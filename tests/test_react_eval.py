@@ -5,6 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks import react_eval
@@ -45,6 +46,40 @@ def test_rates_and_the_win_rate_follow_the_levels(tmp_path):
     assert result["win_rate_a_over_b"][0] == pytest.approx(0.75)
     low, high = result["win_rate_a_over_b"][1:]
     assert low <= 0.75 <= high
+    assert result["levels"] == {"prompts": ["prompt 0", "prompt 1"], "a": [[3, 2], [1, 0]], "b": [[2, 2], [0, 0]]}
+
+
+def evaluation(a_levels, b_levels, prompts=None):
+    """An evaluation's per-prompt levels, as :func:`react_eval.evaluate` writes them."""
+    prompts = prompts or [f"prompt {p}" for p in range(len(a_levels))]
+    return {"levels": {"prompts": prompts, "a": a_levels, "b": b_levels}}
+
+
+def test_pooled_differences_pair_prompts_across_seeds():
+    rng = np.random.default_rng(0)
+    seeds = []
+    for _ in range(3):
+        b = rng.integers(0, 4, (40, 4))
+        a = b.copy()
+        a[:10] = 3  # A reaches "as asked" on a quarter of the prompts, where B varies; elsewhere the same samples
+        seeds.append(evaluation(a.tolist(), b.tolist()))
+    pooled = react_eval.pooled_differences(seeds, boot=500)
+    levels = [(np.array(s["levels"]["a"]), np.array(s["levels"]["b"])) for s in seeds]
+    for rate, least in react_eval.RATES.items():
+        expected = sum(((a >= least).mean() - (b >= least).mean()) for a, b in levels) / 3
+        assert pooled[rate]["estimate"] == pytest.approx(expected)
+        assert pooled[rate]["low"] <= expected <= pooled[rate]["high"]
+    assert pooled["as_asked_rate"]["verdict"] == "better"  # A never below B, above on many prompts
+    same = [evaluation(s["levels"]["b"], s["levels"]["b"]) for s in seeds]
+    flat = react_eval.pooled_differences(same, boot=200)
+    assert flat["render_rate"] == {"estimate": 0.0, "low": 0.0, "high": 0.0, "verdict": "no difference at this scale"}
+
+
+def test_pooling_refuses_other_prompts_or_evaluations_without_levels():
+    with pytest.raises(ValueError, match="same prompts"):
+        react_eval.pooled_differences([evaluation([[1]], [[1]]), evaluation([[1]], [[1]], ["other"])])
+    with pytest.raises(ValueError, match="per-prompt levels"):
+        react_eval.pooled_differences([{"a": {}, "b": {}}])
 
 
 def test_dumps_of_other_prompts_are_refused(tmp_path):
