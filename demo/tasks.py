@@ -212,7 +212,10 @@ TOOL_ARITHMETIC_TASK = Task(
     ),
     score_samples=session_metrics,
     sources=(Path(tool_arithmetic.__file__), Path(arithmetic.__file__), Path(react_corpus.__file__)),
-    settings=replace(ARITHMETIC.settings, max_position_embeddings=256, max_response_tokens=160),
+    # 360 warm-start steps: the sessions solve 12% of 128 validation samples and 32% of their calls progress (sparse
+    # outcomes, denser turn values: where per-turn credit can matter). Copying numbers is learnt abruptly: 160, 240,
+    # 320, 400 and 480 steps solved 4%, 5%, 5%, 59% and 98%.
+    settings=replace(ARITHMETIC.settings, max_position_embeddings=256, max_response_tokens=160, sft_steps=360),
     tool=tool_arithmetic.calculator_output,
     # verl's own tool agent loop with the plugin's calculator, one call per turn (a reference session makes at most 3
     # calls, then answers)
