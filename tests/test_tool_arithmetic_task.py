@@ -98,6 +98,15 @@ def test_the_reference_session_solves_and_every_call_progresses():
     ) == pytest.approx({"accuracy": 1.0, "calls_per_session": 2.5, "progressing_call_rate": 1.0})
 
 
+def miscopied_problem():
+    """A 3-operation problem whose :func:`miscopied_session` never meets the right values again by chance."""
+    return next(
+        p
+        for p in PROBLEMS
+        if len(p.tool_outputs) == 3 and not {int(output) for output in miscopied_session(p)[1][1:]} & set(p.values)
+    )
+
+
 def miscopied_session(problem):
     """``(turns, outputs)`` of a session that copies the second call's left number wrong (the first call
     progressed) and goes on correctly from there: every later call and the answer build on the wrong value."""
@@ -111,7 +120,7 @@ def miscopied_session(problem):
 
 @pytest.mark.parametrize(("option", "expected"), [("answer", 0.0), ("turn_min", 0.0), ("turn_mean", None)])
 def test_a_miscopied_call_loses_its_turn_and_the_outcome_but_not_the_turns_before(option, expected):
-    problem = next(p for p in PROBLEMS if len(p.tool_outputs) == 3)
+    problem = miscopied_problem()
     turns, outputs = miscopied_session(problem)
     result = score(session_text(turns, outputs), problem, score=option)
     assert result["acc"] == 0.0 and result["calls_progressing"] == 1.0
@@ -140,7 +149,7 @@ def test_a_boxed_answer_inside_a_call_turn_or_an_unfinished_session_is_no_outcom
 def test_with_the_managers_spans_each_turn_gets_its_value(tokenizer):
     """The spans the bot_token manager passes (from verl's response mask): one turn value per assistant turn, the
     same values as the text path's calls and outcome."""
-    problem = next(p for p in PROBLEMS if len(p.tool_outputs) == 3)
+    problem = miscopied_problem()
     turns, outputs = miscopied_session(problem)
     tool_session.PROMPT[:] = [{"role": "user", "content": problem.prompt}]
     output = asyncio.run(session(tokenizer, "qwen2", tool_config(), tuple(turns)))
