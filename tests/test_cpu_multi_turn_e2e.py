@@ -5,10 +5,10 @@ received and returned.
 
 What it covers: the multi-turn configuration end to end on CPU (verl's tool agent loop, its tool chat template with
 the tools in the prompt, the plugin's response-mask seam and manager in verl's reward worker, the estimator), with
-masked tokens getting no reward. What it does not: a random tiny policy does not emit well-formed tool calls, so the
-calculator rarely if ever runs here (a policy fitted to the scripted session called it in ``transformers`` sampling
-but not in this rollout; not yet explained). Turns, calls and tool output are checked exactly on verl's real
-``ToolAgentLoop`` with a scripted policy in :mod:`test_multi_turn`.
+masked tokens getting no reward. Its random tiny policy does not emit well-formed tool calls; the second test runs the
+benchmark's agentic task, whose warm-started policy calls the calculator in the trainer's rollout, and checks the
+per-turn rewards ``bot_grpo`` gets. Turns, calls and tool output are checked exactly on verl's real ``ToolAgentLoop``
+with a scripted policy in :mod:`test_multi_turn`.
 """
 
 import json
@@ -29,8 +29,12 @@ from tool_session import CALCULATOR, PROMPT
 from transformers import PreTrainedTokenizerFast
 from verl.tools.function_tool import load_function_tools_from_path
 
+from benchmarks import matrix
 from benchmarks.local_tokenizers import byte_level_bpe_model
+from bot_grpo_verl.reward.turns import assistant_turns
+from demo.assets import build_assets
 from demo.tiny_model import EOS_TOKEN, PAD_TOKEN, SPECIAL_TOKENS, build_model
+from demo.training import verl_command
 
 pytestmark = pytest.mark.slow  # verl's whole trainer: minutes
 CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "(12 + 30) * 2 / 4"}}\n</tool_call>'
@@ -154,3 +158,49 @@ def test_verl_main_ppo_trains_a_tool_calling_policy_with_tool_rewards_on_cpu(tmp
         torch.testing.assert_close(call["advantages"].double(), expected, atol=1e-5, rtol=1e-5)
     for entry in read_jsonl(tmp_path / "metrics.jsonl"):
         assert np.isfinite(entry["data"]["actor/pg_loss"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="exercises the CPU mode, for hosts without accelerator")
+def test_the_agentic_task_trains_bot_grpo_on_per_turn_rewards_through_verls_tool_loop(tmp_path):
+    """The benchmark's agentic task as the matrix runs it (``--task agent``, ``bot_grpo``): its warm start calls the
+    calculator in verl's own tool agent loop, and ``bot_grpo`` gets one value per assistant turn on that turn's
+    tokens, tool output at 0, with advantages as the reference computes them."""
+    task = matrix.TASKS["agent"]
+    assets = build_assets(tmp_path / "cache", task=task.assets, progress=lambda message: None)
+    spy_dir = tmp_path / "spy"
+    spy_dir.mkdir()
+    (tmp_path / f"{SPY_MODULE}.py").write_text(SPY_SOURCE)
+    env = {
+        **environment_without_cpu_mode(),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "VERL_USE_EXTERNAL_MODULES": SPY_MODULE,
+        "BOT_GRPO_SPY_DIR": str(spy_dir),
+        "VERL_FILE_LOGGER_PATH": str(tmp_path / "metrics.jsonl"),
+        "HF_HOME": str(tmp_path / "hf"),
+    }
+    ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    overrides = matrix.run_overrides(task, assets, "bot_grpo", 0, 2, tmp_path / "run")
+    command = [*verl_command(overrides), f"+ray_kwargs.ray_init._temp_dir={ray_dir}"]
+    try:
+        returncode, _ = run_and_watch(command, env, tmp_path, tmp_path / "main_ppo.log")
+    finally:
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    log_tail = (tmp_path / "main_ppo.log").read_text(errors="replace")[-6000:]
+    assert returncode == 0, log_tail
+    metrics = [entry["data"] for entry in read_jsonl(tmp_path / "metrics.jsonl")]
+    assert len(metrics) == 2 and all(row["reward_extra/calls/mean"] > 1 for row in metrics), log_tail
+
+    calls = [torch.load(path) for path in sorted(spy_dir.glob("*.pt"))]
+    assert len(calls) == 2
+    multi_turn = mixed = 0
+    for call in calls:
+        rewards, mask = call["token_level_rewards"], call["response_mask"].bool()
+        assert (rewards[~mask] == 0).all()  # tool output and template tokens
+        for row_rewards, row_mask in zip(rewards, mask, strict=True):
+            turns = assistant_turns(row_mask.numpy())
+            values = [row_rewards[start:end].unique().tolist() for start, end in turns]
+            assert all(len(value) == 1 and value[0] in (0.0, 1.0) for value in values)  # one value per turn
+            multi_turn += len(turns) > 1
+            mixed += len({value[0] for value in values}) > 1
+        torch.testing.assert_close(call["advantages"].double(), reference_advantages(call), atol=1e-5, rtol=1e-5)
+    assert multi_turn > len(calls) * 16 and mixed > 0, (multi_turn, mixed)  # most sessions call the tool

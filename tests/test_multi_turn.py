@@ -12,10 +12,13 @@ expected rewards come from the mask runs and a prefix-decoding reference written
 import asyncio
 import math
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
+from conftest import environment_without_cpu_mode
 from tokenizer_fixtures import INST_TOOL_TEMPLATE, QWEN_TOOL_TEMPLATE, qwen3_or_skip
 from tool_session import CALCULATOR, CALL, TURNS, ScriptedServer, session, tool_config
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
@@ -272,3 +275,31 @@ def test_calculator_refuses_with_a_message_and_no_reward(expression, problem):
     (tool,) = load_function_tools_from_path(str(CALCULATOR))
     text, reward = tool.fn(expression)
     assert text.startswith("error: ") and problem in text and reward == 0.0
+
+
+PROBE_RAY_ACTOR_CLASS = """
+import verl
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+
+def reaches_adapter(function, depth=0):
+    if getattr(function, "__bot_grpo_adapter__", False):
+        return True
+    inner = [cell.cell_contents for cell in getattr(function, "__closure__", None) or ()]
+    return depth < 4 and any(callable(f) and reaches_adapter(f, depth + 1) for f in inner)
+
+method = AgentLoopWorkerTQ.__ray_metadata__.modified_class.__dict__["_compute_score"]
+print("REACHES", reaches_adapter(method))
+"""
+
+
+@pytest.mark.parametrize("variable", ["BOT_GRPO_CPU", "BOT_GRPO_SELECTED"])
+def test_the_ray_actor_class_of_verls_v1_agent_loop_worker_runs_the_mask_seam(variable):
+    """``@ray.remote`` copies an actor class's methods when the class is decorated; verl's V1 ``AgentLoopWorkerTQ``
+    is decorated while the plugin adapts verl (in the CPU mode, before the seam was set), and its copy of
+    ``_compute_score`` must still go through the seam, or the reward worker never sees the response mask (a whole
+    session scored as one turn, tool output rewarded)."""
+    env = {**environment_without_cpu_mode(), variable: "1"}
+    probe = subprocess.run(
+        [sys.executable, "-c", PROBE_RAY_ACTOR_CLASS], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert "REACHES True" in probe.stdout, probe.stdout + probe.stderr[-3000:]

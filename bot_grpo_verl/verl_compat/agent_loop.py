@@ -16,7 +16,6 @@ verl 0.9.1 has no extension point for either (``verl/experimental/agent_loop/age
 from __future__ import annotations
 
 import inspect
-from weakref import WeakKeyDictionary
 
 from bot_grpo_verl.reward.turns import RESPONSE_MASK_KEY
 from bot_grpo_verl.verl_compat.guard import require, source_of, wrap_once
@@ -51,10 +50,16 @@ def adapt_agent_loop_output() -> None:
 
 def adapt_reward_inputs(selects) -> None:
     """Give the reward worker each session's final ``response_mask`` (:data:`RESPONSE_MASK_KEY`) in the runs
-    that ``selects(config, reward_manager_cls)`` (:data:`~bot_grpo_verl.verl_compat.metrics.RunSelector`)."""
+    that ``selects(config, reward_manager_cls)`` (:data:`~bot_grpo_verl.verl_compat.metrics.RunSelector`).
+
+    ``@ray.remote`` copies every method of an actor class into a class of its own when the class is decorated (for
+    Ray's tracing), and a class decorated by value travels to the workers with those copies. So the wrapper is set
+    before anything here imports a module that decorates a subclass (verl's V1 ``AgentLoopWorkerTQ``), the copies
+    of the subclasses decorated earlier are wrapped too, and the wrapper keeps its per-worker decision on the worker
+    (a closure over a weak dictionary could not be pickled with the class).
+    """
     import numpy as np
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-    from verl.trainer.ppo.reward import resolve_reward_manager_cls
 
     require(
         list(inspect.signature(AgentLoopWorker._compute_score).parameters)[:3] == ["self", "outputs", "kwargs"]
@@ -63,16 +68,30 @@ def adapt_reward_inputs(selects) -> None:
         "it is (self, outputs, kwargs) and repeats each of kwargs as a reward input column",
     )
 
-    decisions: WeakKeyDictionary = WeakKeyDictionary()  # per worker: its run's config does not change
-
     def make_wrapper(compute_score):
         async def with_response_mask(self, outputs, kwargs, *args, **more):  # more: Ray's tracing context
-            if self not in decisions:
-                decisions[self] = selects(self.config, resolve_reward_manager_cls(self.config))
-            if decisions[self]:
+            if not hasattr(self, DECISION):
+                from verl.trainer.ppo.reward import resolve_reward_manager_cls
+
+                setattr(self, DECISION, selects(self.config, resolve_reward_manager_cls(self.config)))
+            if getattr(self, DECISION):
                 kwargs = {**kwargs, RESPONSE_MASK_KEY: np.asarray(outputs[-1].response_mask, dtype=np.int8)}
             return await compute_score(self, outputs, kwargs, *args, **more)
 
         return with_response_mask
 
-    wrap_once(AgentLoopWorker, "_compute_score", make_wrapper)
+    for owner in (AgentLoopWorker, *subclasses(AgentLoopWorker)):
+        if "_compute_score" in vars(owner):
+            wrap_once(owner, "_compute_score", make_wrapper)
+
+
+DECISION = "_bot_grpo_uses_plugin"
+"""The attribute of an agent-loop worker that holds whether its run uses the plugin (decided at its first score)."""
+
+
+def subclasses(cls: type) -> list[type]:
+    """Every subclass of ``cls``, at any depth."""
+    found = []
+    for subclass in cls.__subclasses__():
+        found += [subclass, *subclasses(subclass)]
+    return found
