@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import ast
 import operator
+import threading
 from fractions import Fraction
 
 MAX_LENGTH = 200  # characters of an expression
 MAX_MAGNITUDE = 10**12  # of every intermediate value: no 9**9**9
 OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+# CPython 3.11's ast.parse is not safe in concurrent threads (SystemError "AST constructor recursion depth
+# mismatch", gh-106905), and verl's reward managers score samples from several threads.
+PARSE_LOCK = threading.Lock()
 
 
 def evaluate(expression: str) -> Fraction:
@@ -24,7 +28,8 @@ def evaluate(expression: str) -> Fraction:
     if len(expression) > MAX_LENGTH:
         raise ValueError(f"the expression is longer than {MAX_LENGTH} characters")
     try:
-        tree = ast.parse(expression.strip(), mode="eval").body
+        with PARSE_LOCK:
+            tree = ast.parse(expression.strip(), mode="eval").body
     except SyntaxError:
         raise ValueError(f"not an arithmetic expression: {expression!r}") from None
     return _value(tree)

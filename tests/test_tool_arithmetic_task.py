@@ -3,7 +3,12 @@ reward (outcome and per-turn values, from the text and from the ``bot_token`` ma
 runs composed against verl's config."""
 
 import asyncio
+import gc
 import importlib.util
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,6 +20,7 @@ from tool_session import session, tool_config
 from benchmarks import matrix
 from bot_grpo_verl.reward.alignment import token_char_ranges
 from bot_grpo_verl.reward.turns import assistant_turns, tool_call_spans, turn_char_spans
+from bot_grpo_verl.rewards.exact_arithmetic import evaluate
 from demo.arithmetic import generate_problems
 from demo.sft import encode_examples
 from demo.tasks import CALCULATOR, TOOL_ARITHMETIC, TOOL_ARITHMETIC_TASK, session_metrics
@@ -193,3 +199,36 @@ def test_agent_runs_use_verls_tool_agent_loop_with_the_calculator(cell, manager,
     assert kwargs.get("score") == option
     assert str(TOOL_ARITHMETIC) in (config.reward.custom_reward_function.path, kwargs.get("token_reward_path"))
     assert TOOL_ARITHMETIC_TASK.tool is calculator_output
+
+
+class YieldsWhenCollected:
+    """Garbage whose collection lets another thread run: what a busy reward worker's collector can do while
+    ast.parse builds its tree."""
+
+    def __init__(self):
+        self.cycle = self
+
+    def __del__(self):
+        time.sleep(0)
+
+
+def test_expressions_are_evaluated_exactly_from_many_threads_at_once():
+    """verl's reward managers score samples from several threads; CPython 3.11's ast.parse raised SystemError
+    there ("AST constructor recursion depth mismatch", gh-106905) when a thread switch fell inside it, and stopped
+    a run. Here the collector runs at every allocation and lets another thread in."""
+    nested = [("(" * depth) + "1" + " + 1)" * depth for depth in range(1, 31)]
+
+    def value(expression):
+        YieldsWhenCollected()
+        return evaluate(expression)
+
+    thresholds, interval = gc.get_threshold(), sys.getswitchinterval()
+    gc.set_threshold(1, 1, 1)
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            for _ in range(20):
+                assert list(pool.map(value, nested)) == [Fraction(depth + 1) for depth in range(1, 31)]
+    finally:
+        gc.set_threshold(*thresholds)
+        sys.setswitchinterval(interval)
