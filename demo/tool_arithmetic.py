@@ -21,8 +21,8 @@ per operation, on the value the tool returned before, then boxes the last value:
     assistant: The answer is \boxed{32}.
 
 The policy never has to compute: it has to call the tool in the right form and copy the right numbers from the
-prompt and from the tool's answers, turn after turn. A session can go right for some turns and wrong at one of them, which is where per-turn credit
-(``reward_models/tool_arithmetic.py``) can tell more than the outcome.
+prompt and from the tool's answers, turn after turn. A session can go right for some turns and wrong at one of them,
+which is where per-turn credit (``reward_models/tool_arithmetic.py``) can tell more than the outcome.
 """
 
 from __future__ import annotations
