@@ -89,24 +89,31 @@ def write_dataset(path: Path, rows: int) -> None:
     pd.DataFrame(records).to_parquet(path)
 
 
+def spied_environment(root: Path) -> tuple[Path, dict]:
+    """The estimator spy's folder under ``root`` (the spy module written there) and the environment of a verl run that
+    loads it, logs to ``root/metrics.jsonl`` and leaves the CPU mode to the preset."""
+    spy_dir = root / "spy"
+    spy_dir.mkdir()
+    (root / f"{SPY_MODULE}.py").write_text(SPY_SOURCE)
+    env = {
+        **environment_without_cpu_mode(),  # the preset alone switches the CPU mode on
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        "VERL_USE_EXTERNAL_MODULES": SPY_MODULE,
+        "BOT_GRPO_SPY_DIR": str(spy_dir),
+        "VERL_FILE_LOGGER_PATH": str(root / "metrics.jsonl"),
+        "HF_HOME": str(root / "hf"),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    return spy_dir, env
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="exercises the CPU mode, for hosts without accelerator")
 def test_verl_main_ppo_trains_a_tool_calling_policy_with_tool_rewards_on_cpu(tmp_path):
     save_tool_model(tmp_path / "model")
     write_dataset(tmp_path / "train.parquet", 8)
     write_dataset(tmp_path / "val.parquet", 4)
     (tmp_path / "reward.py").write_text(REWARD_SOURCE)
-    spy_dir = tmp_path / "spy"
-    spy_dir.mkdir()
-    (tmp_path / f"{SPY_MODULE}.py").write_text(SPY_SOURCE)
-    env = {
-        **environment_without_cpu_mode(),  # the preset alone switches the CPU mode on
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
-        "VERL_USE_EXTERNAL_MODULES": SPY_MODULE,
-        "BOT_GRPO_SPY_DIR": str(spy_dir),
-        "VERL_FILE_LOGGER_PATH": str(tmp_path / "metrics.jsonl"),
-        "HF_HOME": str(tmp_path / "hf"),
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    spy_dir, env = spied_environment(tmp_path)
     ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's AF_UNIX socket paths must fit 107 bytes
     command = [
         sys.executable,
@@ -167,17 +174,7 @@ def test_the_agentic_task_trains_bot_grpo_on_per_turn_rewards_through_verls_tool
     tokens, tool output at 0, with advantages as the reference computes them."""
     task = matrix.TASKS["agent"]
     assets = build_assets(tmp_path / "cache", task=task.assets, progress=lambda message: None)
-    spy_dir = tmp_path / "spy"
-    spy_dir.mkdir()
-    (tmp_path / f"{SPY_MODULE}.py").write_text(SPY_SOURCE)
-    env = {
-        **environment_without_cpu_mode(),
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
-        "VERL_USE_EXTERNAL_MODULES": SPY_MODULE,
-        "BOT_GRPO_SPY_DIR": str(spy_dir),
-        "VERL_FILE_LOGGER_PATH": str(tmp_path / "metrics.jsonl"),
-        "HF_HOME": str(tmp_path / "hf"),
-    }
+    spy_dir, env = spied_environment(tmp_path)
     ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")
     overrides = matrix.run_overrides(task, assets, "bot_grpo", 0, 2, tmp_path / "run")
     command = [*verl_command(overrides), f"+ray_kwargs.ray_init._temp_dir={ray_dir}"]
