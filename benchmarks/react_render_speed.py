@@ -39,9 +39,10 @@ from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
 from bot_grpo_verl.rewards.react_render import shared_renderer
 from bot_grpo_verl.rewards.tsx_setup import worker_script
 
+TYPES_CHECKER = "tsc7"  # the reward's default checker at level=types
 STAGES = {
     "syntax": {"level": "syntax"},
-    "types": {"level": "types"},
+    "types": {"level": "types", "checker": TYPES_CHECKER},
     "syntax+render": {"level": "syntax", "render": True},
     "judge": None,  # a judge round trip, see judge_stage
 }
@@ -76,14 +77,31 @@ def serve_fake_judge(ports) -> None:
     server.serve_forever()
 
 
-def cpu_seconds(exclude: set[int]) -> float:
-    """User + system CPU seconds of this process and its live descendants, except the pids in ``exclude``."""
-    total = sum(psutil.Process().cpu_times()[:2])
-    for child in psutil.Process().children(recursive=True):
-        if child.pid not in exclude:
+def process_kind(process: psutil.Process) -> str:
+    """What a process of the benchmark is: ``python`` (this one), ``node`` (a worker), ``chromium <type>`` (the
+    browser process, its renderers, its GPU and utility processes), else its name (esbuild's and TypeScript 7's
+    Go processes)."""
+    if process.pid == os.getpid():
+        return "python"
+    if process.name().startswith("node"):
+        return "node"
+    command = process.cmdline()
+    if not any("chrom" in part for part in command[:1]):
+        return process.name()
+    kinds = [part.removeprefix("--type=") for part in command if part.startswith("--type=")]
+    return f"chromium {kinds[0] if kinds else 'browser'}"
+
+
+def cpu_seconds(exclude: set[int]) -> dict[str, float]:
+    """User + system CPU seconds of this process and its live descendants, except the pids in ``exclude``, per
+    :func:`process_kind`."""
+    totals: dict[str, float] = {}
+    for process in (psutil.Process(), *psutil.Process().children(recursive=True)):
+        if process.pid not in exclude:
             with contextlib.suppress(psutil.Error):  # ended since the listing
-                total += sum(child.cpu_times()[:2])
-    return total
+                kind = process_kind(process)
+                totals[kind] = totals.get(kind, 0.0) + sum(process.cpu_times()[:2])
+    return totals
 
 
 def stage_scorer(rt, stage: str, endpoint: str):
@@ -101,7 +119,8 @@ def expected_key(stage: str) -> str:
 
 def measure(rt, stage: str, endpoint: str, responses: list[str], threads: int, exclude: set[int], least_s: float):
     """One round of ``stage``: passes over ``responses`` until ``least_s`` seconds have gone (CPU time is read in
-    clock ticks), with responses per second of wall time and per CPU-second."""
+    clock ticks), with responses per second of wall time and per CPU-second, and the CPU milliseconds per response
+    of each kind of process (:func:`process_kind`; a process that ended within the round is not counted)."""
     used, wall, scored = cpu_seconds(exclude), 0.0, 0
     while wall < least_s:
         started = time.perf_counter()
@@ -109,7 +128,13 @@ def measure(rt, stage: str, endpoint: str, responses: list[str], threads: int, e
         wall += time.perf_counter() - started
         scored += len(results)
         assert all(result[expected_key(stage)] == 1 for result in results), f"{stage}: not every response passed"
-    return {"responses": scored, "per_second": scored / wall, "per_core": scored / (cpu_seconds(exclude) - used)}
+    spent = {kind: seconds - used.get(kind, 0.0) for kind, seconds in sorted(cpu_seconds(exclude).items())}
+    return {
+        "responses": scored,
+        "per_second": scored / wall,
+        "per_core": scored / sum(spent.values()),
+        "cpu_ms_per_response": {kind: 1000 * seconds / scored for kind, seconds in spent.items() if seconds > 0},
+    }
 
 
 def paper_scale(per_core: dict, responses: int, cores: int) -> dict:
@@ -177,6 +202,7 @@ def run(args, endpoint: str, exclude: set[int]) -> dict:
             "load_average_before_after": [load_before, os.getloadavg()[0]],
             "node": rt.shared_checker().worker.ready.result()["node"],
             "typescript": typescript_version(),
+            "checker": TYPES_CHECKER,
             "browser": shared_renderer().worker.ready.result()["browser"],
         },
         "date": time.strftime("%Y-%m-%d"),
@@ -192,8 +218,8 @@ def run(args, endpoint: str, exclude: set[int]) -> dict:
 
 
 def typescript_version() -> str:
-    """The version of the TypeScript the compile checker loads."""
-    package = worker_script().parent / "node_modules" / "typescript" / "package.json"
+    """The version of the TypeScript that checks the ``types`` stage (:data:`TYPES_CHECKER`)."""
+    package = worker_script().parent / "node_modules" / "typescript-native" / "package.json"
     return json.loads(package.read_text())["version"]
 
 

@@ -34,6 +34,7 @@ import importlib
 import inspect
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -206,13 +207,14 @@ def estimator_speed_table(path: Path) -> str:
 
 def react_stages_table(path: Path) -> str:
     """The React reward benchmark's figures: the machine, then per stage its median rates and its CPU seconds for
-    one paper-scale step."""
+    one paper-scale step, then the render stage's CPU per response by kind of process."""
     result = json.loads(path.read_text())
     machine, paper = result["machine"], result["paper_scale"]
     load_before, load_after = machine["load_average_before_after"]
     lines = [
         f"Measured on: {machine['processor']}, {machine['cpus']} cores, Node {machine['node']}, TypeScript "
-        f"{machine['typescript']}, Chromium {machine['browser']}; 1-minute load average {load_before:.0f} before and "
+        f"{machine['typescript']} (`checker={machine['checker']}`), Chromium {machine['browser']}; 1-minute load "
+        f"average {load_before:.0f} before and "
         f"{load_after:.0f} after (a shared machine), {result['date']}; medians of {len(result['rounds']['types'])} "
         f"rounds, {result['threads']} threads.",
         "",
@@ -222,6 +224,17 @@ def react_stages_table(path: Path) -> str:
     for stage, per_core in result["median_responses_per_core_second"].items():
         wall = result["median_responses_per_second"][stage]
         lines.append(f"| {stage} | {wall:.3g} | {per_core:.3g} | {paper['cpu_seconds'][stage]:.3g} |")
+    render_rounds = [r["cpu_ms_per_response"] for r in result["rounds"]["syntax+render"]]
+    kinds = sorted({kind for spent in render_rounds for kind in spent})
+    by_kind = {kind: statistics.median(spent.get(kind, 0.0) for spent in render_rounds) for kind in kinds}
+    lines += [
+        "",
+        "Where the `syntax+render` stage's CPU goes, milliseconds per response (medians of the rounds):",
+        "",
+        "| " + " | ".join(kinds) + " |",
+        "|" + " --- |" * len(kinds),
+        "| " + " | ".join(f"{by_kind[kind]:.0f}" for kind in kinds) + " |",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -90,6 +90,20 @@ def test_a_null_component_or_a_crash_cannot_score_what_a_working_component_score
         assert result["score"] == 0.0 and result["compiled"] == 1 and result[flag] == 1, (code, result)
 
 
+FORGERIES = {  # name: (code, the status it must get)
+    "a report posted to the host": ("window.parent.postMessage({ nonce: 'guess', result: { elements: 9, text: 'fake', tags: ['div'], errors: [] } }, '*');\nexport default function App() { return null; }", "blank"),
+    "the DOM's built-ins replaced": ("Element.prototype.querySelectorAll = (() => [1, 2, 3]) as any;\nObject.defineProperty(HTMLElement.prototype, 'innerText', { get: () => 'fake' });\nexport default function App() { return null; }", "blank"),
+    "the error reporter replaced": ("try { (window as any).__report = () => {}; } catch {}\nexport default function App() { throw new Error('boom'); }", "runtime_error"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_a_component_cannot_forge_its_render_result(name):
+    code, status = FORGERIES[name]
+    answer = render(code)
+    assert (answer["status"], answer["elements"], answer["text"]) == (status, 0, "")
+
+
 def test_a_runtime_errors_line_becomes_an_error_span():
     code = "export default function App() {\n  const x: any = undefined;\n  return <div>{x.y}</div>;\n}"
     text = fenced(code)

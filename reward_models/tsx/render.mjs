@@ -21,12 +21,17 @@
 // its position in the code mapped back through the bundle's source map); "timeout": the page did not finish
 // within timeout_ms (an endless loop, a render storm), after which its renderer is killed.
 //
-// Isolation (see docs/bad-input.md): one browser and a pool of warm pages, each in an incognito context and a
-// site of its own (its own renderer process); every network request is aborted but the page's own document
-// and bundle (served from memory); navigations away, popups and dialogs are refused or dismissed; between two
-// components a page's storage and cookies are cleared and its document replaced; a page that times out or
-// fails is closed (its renderer ends) and replaced, and a browser that dies is started again. Chromium runs with its own sandbox off (--no-sandbox: this worker runs as root in CI); the
-// page has no file access (no file:// URLs are served) and no network.
+// Isolation (see docs/bad-input.md): one browser and a pool of warm host pages, each in an incognito context of
+// its own (its own renderer processes). A host never runs model code: each component gets a sandboxed iframe
+// (scripts only: no popups, dialogs, top navigation or forms) on an origin of its own, so nothing it stores is
+// visible to the next one, whose storage and cookies are cleared besides. Every network request is refused but
+// the host's document, React's bundle and the component's document (served from memory, once); a frame that
+// navigates away is reported. A host whose component timed out or failed is closed (its renderer ends, also one
+// stuck in an endless loop) and replaced, and a browser that dies is started again. Chromium runs with its own
+// sandbox off (--no-sandbox: this worker runs as root in CI); the page has no file access (no file:// URLs are
+// served) and no network. The result comes from a harness that runs before the component and keeps the DOM's
+// built-ins it reads, and reaches the host with a nonce the component cannot read.
+import { randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
 import path from "node:path";
 import readline from "node:readline";
@@ -34,9 +39,9 @@ import { fileURLToPath } from "node:url";
 
 const require = createRequire(import.meta.url);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-// Each page of the pool has a site of its own (its own renderer process, under --site-per-process): an endless
-// loop in one page cannot hold another's.
-const origin = (number) => `http://page-${number}.invalid`;
+// Hosts and components are subdomains of one reserved domain (RFC 2606; nothing is ever resolved or fetched: every
+// request is answered or refused by the worker), so a host and its components are one site, one renderer.
+const DOMAIN = "render.example.com";
 const MAX_TEXT = 2000;
 const CHROMIUM_FLAGS = [
   "--headless=new",
@@ -95,14 +100,11 @@ const { ReactDOMClient, ReactDOM, JSXRuntime } = window.__vendor;
 const exported = Object.entries(Module);
 const Component = Module.default ?? Module[window.__exportName] ??
   exported.map(([, value]) => value).find((value) => typeof value === "function");
-const errors = window.__errors;
+const report = window.__report;
 if (typeof Component !== "function" && !(Component && typeof Component === "object" && Component.$$typeof)) {
-  errors.push({ message: "the module exports no component" });
+  report({ message: "the module exports no component" });
 } else {
-  const root = ReactDOMClient.createRoot(document.getElementById("root"), {
-    onUncaughtError: (error) => errors.push(describe(error)),
-    onCaughtError: (error) => errors.push(describe(error)),
-  });
+  const root = ReactDOMClient.createRoot(document.getElementById("root"), { onUncaughtError: report, onCaughtError: report });
   // Props the request did not give: every prop the component reads is an empty array, which renders nothing,
   // maps to nothing and has a length of 0 (the component's empty state) instead of crashing on undefined.
   const props = new Proxy({}, { get: (target, key) => (typeof key === "string" && key !== "then" ? [] : undefined) });
@@ -111,11 +113,8 @@ if (typeof Component !== "function" && !(Component && typeof Component === "obje
   try {
     ReactDOM.flushSync(() => root.render(JSXRuntime.jsx(Harness, {})));
   } catch (error) {
-    errors.push(describe(error));
+    report(error);
   }
-}
-function describe(error) {
-  return { message: String(error && error.message ? error.message : error), stack: String(error && error.stack || "") };
 }`;
 
 function plugin(code) {
@@ -170,13 +169,60 @@ function codeOffset(stack, map, code) {
   return offset + original.column;
 }
 
-const PAGE = (ORIGIN, exportName) => `<!doctype html><html><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src ${ORIGIN}/ 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
-<script>window.__errors = []; window.__exportName = ${JSON.stringify(exportName || "")};
-addEventListener("error", (event) => __errors.push({ message: String(event.message), stack: event.error && event.error.stack ? String(event.error.stack) : "bundle.js:" + event.lineno + ":" + event.colno }));
-addEventListener("unhandledrejection", (event) => __errors.push({ message: "unhandled rejection: " + String(event.reason && event.reason.message || event.reason), stack: String(event.reason && event.reason.stack || "") }));
-window.alert = window.confirm = window.prompt = window.print = () => undefined; window.open = () => null;</script>
-</head><body><div id="root"></div><script src="${ORIGIN}/vendor.js"></script><script src="${ORIGIN}/bundle.js"></script></body></html>`;
+// The host page: mounts one component's frame (origin c<n>.<host>) at a time, a frame being about a third of
+// the CPU of navigating the page itself, and takes one report from that frame's window with that frame's nonce.
+const HOST_PAGE = `<!doctype html><html><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-src *">
+<style>html, body { margin: 0; height: 100%; } iframe { position: fixed; inset: 0; width: 100%; height: 100%; border: 0; }</style>
+<script>
+let pending = null;
+window.mount = (url, nonce) => new Promise((done) => {
+  const frame = document.createElement("iframe");
+  frame.setAttribute("sandbox", "allow-scripts allow-same-origin");
+  const onMessage = (event) => {
+    if (event.source === frame.contentWindow && event.data && event.data.nonce === nonce) pending(event.data.result);
+  };
+  pending = (result) => { removeEventListener("message", onMessage); pending = null; done(result); };
+  addEventListener("message", onMessage);
+  frame.src = url;
+  document.body.appendChild(frame);
+});
+window.unmount = () => {
+  if (pending) pending(null);
+  document.querySelectorAll("iframe").forEach((frame) => frame.remove());
+};
+</script></head><body></body></html>`;
+
+// The component's document: the harness first (it keeps what it needs from the page's built-ins before any
+// model code can replace them, and removes itself), then React from the host (one URL, so V8 compiles it once per
+// renderer), then the bundle, then the report after two frames and a task (effects run after the first paint).
+const FRAME_PAGE = (HOST, nonce, exportName, js) => `<!doctype html><html><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src ${HOST}/vendor.js 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+<script>(() => {
+  document.currentScript.remove();
+  const apply = Reflect.apply, parentWindow = window.parent, post = window.postMessage;
+  const errors = [], push = Array.prototype.push, raf = window.requestAnimationFrame, later = window.setTimeout;
+  const all = Element.prototype.querySelectorAll, byId = Document.prototype.getElementById;
+  const count = Object.getOwnPropertyDescriptor(NodeList.prototype, "length").get, item = NodeList.prototype.item;
+  const tagName = Object.getOwnPropertyDescriptor(Element.prototype, "tagName").get;
+  const innerText = Object.getOwnPropertyDescriptor(HTMLElement.prototype, "innerText").get;
+  const report = (error) => { apply(push, errors, [{ message: String(error.message), stack: String(error.stack || "") }]); };
+  Object.defineProperty(window, "__report", { value: (error) => report({ message: error && error.message ? error.message : error, stack: error && error.stack }) });
+  Object.defineProperty(window, "__exportName", { value: ${JSON.stringify(exportName || "")} });
+  addEventListener("error", (event) => report({ message: event.message, stack: event.error && event.error.stack ? event.error.stack : "bundle.js:" + event.lineno + ":" + event.colno }), true);
+  addEventListener("unhandledrejection", (event) => report({ message: "unhandled rejection: " + String(event.reason && event.reason.message || event.reason), stack: event.reason && event.reason.stack }), true);
+  addEventListener("DOMContentLoaded", () => apply(raf, window, [() => apply(raf, window, [() => apply(later, window, [() => {
+    const root = apply(byId, document, ["root"]);
+    const elements = root ? apply(all, root, ["*"]) : null;
+    const size = elements ? apply(count, elements, []) : 0;
+    const tags = [];
+    for (let index = 0; index < size; index += 1) apply(push, tags, [apply(tagName, apply(item, elements, [index]), [])]);
+    const result = { elements: size, text: root ? apply(innerText, root, []) : "", tags, errors };
+    apply(post, parentWindow, [{ nonce: ${JSON.stringify(nonce)}, result }, "*"]);
+  }, 0])])]));
+})();</script>
+</head><body><div id="root"></div><script src="${HOST}/vendor.js"></script><script>${js.replace(/<\/(script)/gi, "<\\/$1")}
+//# sourceURL=bundle.js</script></body></html>`;
 
 let browserPromise = null;
 
@@ -210,26 +256,33 @@ function within(promise, ms) {
   ]).finally(() => clearTimeout(timer));
 }
 
-// Warm pages, each in an incognito context of its own with a site of its own (its own renderer process): a
-// page is reused for the next component after its storage is cleared, which saves the renderer's start
-// (hundreds of milliseconds on 2 cores); a page that timed out or failed is closed and replaced.
+// Warm host pages, each in an incognito context of its own (its own renderer processes): a host renders one
+// component at a time; one whose component timed out or failed is closed (which ends its renderer, also one
+// stuck in an endless loop) and replaced.
 const POOL_SIZE = 4;
 const idle = [];
 const waiters = [];
 let slots = 0;
 let generation = 0; // the browser's launches: slots of an earlier one are gone
-let slotNumbers = 0; // every slot ever made gets its own site
+let slotNumbers = 0; // every slot ever made gets a host of its own
 
 async function newSlot() {
   const number = slotNumbers++;
   const context = await (await browser()).newContext({ javaScriptEnabled: true, acceptDownloads: false });
-  const slot = { context, origin: origin(number), files: {}, navigated: false, page: null, cdp: null, generation };
+  const host = `http://host-${number}.${DOMAIN}`;
+  const slot = { context, host, frames: new Map(), components: 0, component: null, navigatedAway: null, page: null, cdp: null, generation };
   await context.route("**/*", (route) => {
-    const url = new URL(route.request().url());
-    const body = url.origin === slot.origin ? slot.files[url.pathname] : undefined;
-    if (body === undefined || (url.pathname === "/" && route.request().frame().parentFrame() !== null)) {
-      return route.abort("blockedbyclient");
+    const request = route.request();
+    const url = new URL(request.url());
+    const child = request.frame().parentFrame() !== null;
+    let body;
+    if (url.origin === slot.host && url.pathname === "/" && !child) body = HOST_PAGE;
+    else if (url.origin === slot.host && url.pathname === "/vendor.js") body = VENDOR;
+    else if (url.pathname === "/" && child && slot.frames.has(url.origin)) {
+      body = slot.frames.get(url.origin);
+      slot.frames.delete(url.origin); // served once: a reload or a navigation back is refused
     }
+    if (body === undefined) return route.abort("blockedbyclient");
     const type = url.pathname === "/" ? "text/html" : "text/javascript";
     return route.fulfill({ status: 200, contentType: type, body });
   });
@@ -238,13 +291,15 @@ async function newSlot() {
     if (slot.page !== null && page !== slot.page) page.close().catch(() => {});
   });
   slot.page = await context.newPage();
-  slot.cdp = await context.newCDPSession(slot.page);
+  // A component that navigates its frame away (window.location = ...): the request is refused, and its report
+  // never comes.
   slot.page.on("framenavigated", (frame) => {
-    if (frame === slot.page.mainFrame() && !frame.url().startsWith(`${slot.origin}/?`)) slot.navigated = true;
+    if (frame.parentFrame() === slot.page.mainFrame() && frame.url() !== slot.component && slot.navigatedAway) slot.navigatedAway();
   });
+  slot.cdp = await context.newCDPSession(slot.page);
+  await slot.page.goto(`${slot.host}/`, { waitUntil: "load" });
   return slot;
 }
-
 async function acquire() {
   if (idle.length > 0) return idle.pop();
   if (slots < POOL_SIZE) {
@@ -286,49 +341,43 @@ async function render(request) {
   const slot = await acquire();
   let trusted = false;
   try {
-    const ORIGIN = slot.origin;
-    slot.files = { "/": PAGE(ORIGIN, request.export), "/vendor.js": VENDOR, "/bundle.js": built.js };
-    slot.navigated = false;
+    const origin = `http://c${slot.components++}.${slot.host.slice("http://".length)}`;
+    const nonce = randomUUID();
+    slot.frames.set(origin, FRAME_PAGE(slot.host, nonce, request.export, built.js));
     const page = slot.page;
+    slot.component = `${origin}/`;
+    const navigatedAway = new Promise((resolve) => {
+      slot.navigatedAway = () => resolve({ navigated: true, elements: 0, text: "", tags: [], errors: [] });
+    });
     let result;
     try {
-      result = await within(
-        (async () => {
-          await page.goto(`${ORIGIN}/?${request.id}`, { waitUntil: "load" });
-          // Effects run after the first paint: wait two frames and a task for them (and what they render).
-          await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 0)))));
-          return page.evaluate((maxText) => {
-            const root = document.getElementById("root");
-            const elements = root ? root.querySelectorAll("*") : [];
-            const text = root ? root.innerText || "" : "";
-            const tags = [...new Set([...elements].map((element) => element.tagName.toLowerCase()))];
-            return { elements: elements.length, text: text.slice(0, maxText), text_chars: text.trim().length, tags, errors: window.__errors || [] };
-          }, MAX_TEXT);
-        })(),
-        request.timeout_ms,
-      );
+      const reported = page.evaluate(([url, key]) => window.mount(url, key), [slot.component, nonce]);
+      result = await within(Promise.race([reported, navigatedAway]), request.timeout_ms);
     } catch {
       return { status: "timeout", elements: 0, text_chars: 0, text: "", tags: [] };
+    } finally {
+      slot.navigatedAway = null;
     }
-    if (slot.navigated) result.errors.unshift({ message: "the page navigated away" });
-    const answer = { elements: result.elements, text_chars: result.text_chars, text: result.text, tags: result.tags };
-    if (result.errors.length > 0) {
-      const first = result.errors[0];
+    const errors = result.navigated ? [{ message: "the page navigated away" }] : result.errors;
+    const tags = [...new Set(result.tags.map((tag) => String(tag).toLowerCase()))];
+    const text = String(result.text);
+    const answer = { elements: result.elements, text_chars: text.trim().length, text: text.slice(0, MAX_TEXT), tags };
+    if (errors.length > 0) {
+      const first = errors[0];
       const offset = codeOffset(first.stack, built.map, request.code);
       answer.status = "runtime_error";
       answer.exception = offset === undefined ? { message: first.message } : { message: first.message, offset_utf16: offset };
     } else {
-      answer.status = result.elements > 0 || result.text_chars > 0 ? "renders" : "blank";
+      answer.status = result.elements > 0 || answer.text_chars > 0 ? "renders" : "blank";
     }
     if (request.screenshot) answer.screenshot = (await within(page.screenshot({ type: "png" }), request.timeout_ms)).toString("base64");
-    // Nothing of this component may reach the next one: its document is replaced by an empty one (which ends
-    // its timers), then its storage and cookies are cleared.
-    slot.files = { "/": "<!doctype html>" };
+    // The frame goes (which ends its timers), then its origin's storage and the context's cookies.
     await within(
       (async () => {
-        await page.goto(`${ORIGIN}/?empty`, { waitUntil: "load" });
+        await page.evaluate(() => window.unmount());
+        slot.frames.delete(origin);
         await Promise.all([
-          slot.cdp.send("Storage.clearDataForOrigin", { origin: ORIGIN, storageTypes: "all" }),
+          slot.cdp.send("Storage.clearDataForOrigin", { origin, storageTypes: "all" }),
           slot.context.clearCookies(),
         ]);
       })(),
