@@ -60,6 +60,8 @@ def score(code: str) -> dict:
         ),
         ("export default function App() { Promise.reject(new Error('later')); return <p>x</p>; }", "runtime_error"),
         ("export const answer = 42;", "runtime_error"),  # no component
+        ("export default function App() { window.location.hash = 'tab-2'; return <p>tabs</p>; }", "renders"),
+        ("export default function App() { history.pushState({}, '', '/elsewhere'); return <p>x</p>; }", "runtime_error"),
     ],
     ids=[
         "list",
@@ -72,6 +74,8 @@ def score(code: str) -> dict:
         "stack overflow",
         "unhandled rejection",
         "no component",
+        "fragment change",
+        "history push",
     ],
 )
 def test_each_component_gets_its_status(code, status):

@@ -292,9 +292,10 @@ async function newSlot() {
   });
   slot.page = await context.newPage();
   // A component that navigates its frame away (window.location = ...): the request is refused, and its report
-  // never comes.
+  // never comes. A change of the fragment alone (tabs, anchors) stays on the page.
   slot.page.on("framenavigated", (frame) => {
-    if (frame.parentFrame() === slot.page.mainFrame() && frame.url() !== slot.component && slot.navigatedAway) slot.navigatedAway();
+    const away = frame.parentFrame() === slot.page.mainFrame() && frame.url().split("#")[0] !== slot.component;
+    if (away && slot.navigatedAway) slot.navigatedAway();
   });
   slot.cdp = await context.newCDPSession(slot.page);
   await slot.page.goto(`${slot.host}/`, { waitUntil: "load" });
