@@ -97,6 +97,7 @@ def test_a_null_component_or_a_crash_cannot_score_what_a_working_component_score
 FORGERIES = {  # name: (code, the status it must get)
     "a report posted to the host": ("window.parent.postMessage({ nonce: 'guess', result: { elements: 9, text: 'fake', tags: ['div'], errors: [] } }, '*');\nexport default function App() { return null; }", "blank"),
     "the DOM's built-ins replaced": ("Element.prototype.querySelectorAll = (() => [1, 2, 3]) as any;\nObject.defineProperty(HTMLElement.prototype, 'innerText', { get: () => 'fake' });\nexport default function App() { return null; }", "blank"),
+    "an error swallowed by Array.prototype": ("Object.defineProperty(Array.prototype, 0, { set() {}, configurable: true });\nexport default function App() { throw new Error('boom'); }", "runtime_error"),
     "the error reporter replaced": ("try { (window as any).__report = () => {}; } catch {}\nexport default function App() { throw new Error('boom'); }", "runtime_error"),
 }
 

@@ -201,12 +201,13 @@ const FRAME_PAGE = (HOST, nonce, exportName, js) => `<!doctype html><html><head>
 <script>(() => {
   document.currentScript.remove();
   const apply = Reflect.apply, parentWindow = window.parent, post = window.postMessage;
-  const errors = [], push = Array.prototype.push, raf = window.requestAnimationFrame, later = window.setTimeout;
+  const push = Array.prototype.push, raf = window.requestAnimationFrame, later = window.setTimeout;
+  let firstError = null; // a variable, not an array: a setter on Array.prototype could swallow what is pushed
   const all = Element.prototype.querySelectorAll, byId = Document.prototype.getElementById;
   const count = Object.getOwnPropertyDescriptor(NodeList.prototype, "length").get, item = NodeList.prototype.item;
   const tagName = Object.getOwnPropertyDescriptor(Element.prototype, "tagName").get;
   const innerText = Object.getOwnPropertyDescriptor(HTMLElement.prototype, "innerText").get;
-  const report = (error) => { apply(push, errors, [{ message: String(error.message), stack: String(error.stack || "") }]); };
+  const report = (error) => { if (firstError === null) firstError = { message: String(error.message), stack: String(error.stack || "") }; };
   Object.defineProperty(window, "__report", { value: (error) => report({ message: error && error.message ? error.message : error, stack: error && error.stack }) });
   Object.defineProperty(window, "__exportName", { value: ${JSON.stringify(exportName || "")} });
   addEventListener("error", (event) => report({ message: event.message, stack: event.error && event.error.stack ? event.error.stack : "bundle.js:" + event.lineno + ":" + event.colno }), true);
@@ -217,7 +218,7 @@ const FRAME_PAGE = (HOST, nonce, exportName, js) => `<!doctype html><html><head>
     const size = elements ? apply(count, elements, []) : 0;
     const tags = [];
     for (let index = 0; index < size; index += 1) apply(push, tags, [apply(tagName, apply(item, elements, [index]), [])]);
-    const result = { elements: size, text: root ? apply(innerText, root, []) : "", tags, errors };
+    const result = { elements: size, text: root ? apply(innerText, root, []) : "", tags, errors: firstError ? [firstError] : [] };
     apply(post, parentWindow, [{ nonce: ${JSON.stringify(nonce)}, result }, "*"]);
   }, 0])])]));
 })();</script>
