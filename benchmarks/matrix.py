@@ -117,9 +117,14 @@ class CpuTask:
 # The stability study's variants: the exact step verifier's clean, bounded rewards against the same rewards
 # with Gaussian noise (std 1, the size of a step value) or scaled by 10 without bounds.
 ARITHMETIC_VARIANTS = {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("scale", "10.0"),)}
-# React's rewards: compilation only (the rows' specs ignored), and composed: compiled, rendered in a browser and
-# meeting the row's spec (issue 26's question in PROTOCOL.md).
-REACT_VARIANTS = {"": REACT_COMPILE_ONLY, "composed": (("render", "true"),)}
+# React's rewards: compilation only (the rows' specs ignored); composed: compiled, rendered in a browser and
+# meeting the row's spec (issue 26's question in PROTOCOL.md); composed_graded: the same, scored by the share of
+# the spec's requirements that hold (its follow-up).
+REACT_VARIANTS = {
+    "": REACT_COMPILE_ONLY,
+    "composed": (("render", "true"),),
+    "composed_graded": (("render", "true"), ("requirements_score", "fraction")),
+}
 # The agentic task's score for the outcome-level algorithms: the outcome, or the mean or smallest turn value
 # (reward_models/tool_arithmetic.py): GRPO given the per-turn information BoT-GRPO gets.
 AGENT_VARIANTS = {"": (), "turn_mean": (("score", "turn_mean"),), "turn_min": (("score", "turn_min"),)}

@@ -71,11 +71,13 @@ class ReactSpec:
 @dataclass(frozen=True)
 class RequirementResult:
     """What a spec found in one block: ``places`` (``[start, end)`` UTF-16 offsets in the code, one per
-    violation with a place), ``unmet`` (each violated requirement, in words), ``checked`` (how many were checked)."""
+    violation with a place), ``unmet`` (each violation, in words: one per stray element under ``only_elements``),
+    ``checked`` (how many requirements were checked) and ``met`` (how many of them hold)."""
 
     places: list[tuple[int, int]]
     unmet: list[str]
     checked: int
+    met: int
 
 
 def component_name(spec: ReactSpec, outline: dict) -> str | None:
@@ -99,7 +101,7 @@ def check_requirements(spec: ReactSpec, outline: dict | None, visible_text: str 
         )
     )
     if outline is None:
-        return RequirementResult([], ["the code could not be parsed for its outline"], checked)
+        return RequirementResult([], ["the code could not be parsed for its outline"], checked, 0)
     places, unmet = [], []
     name = component_name(spec, outline)
     exported = set(outline.get("exports") or []) | ({outline["default"]} if outline.get("default") else set())
@@ -112,11 +114,11 @@ def check_requirements(spec: ReactSpec, outline: dict | None, visible_text: str 
     tags = outline.get("tags") or []
     present = {tag["name"] for tag in tags}
     unmet += [f"no <{element}> element" for element in spec.elements if element not in present]
-    if spec.only_elements:
-        for tag in tags:
-            if tag["name"][:1].islower() and tag["name"] not in spec.elements:
-                places += [tuple(tag["open"])] + ([tuple(tag["close"])] if tag.get("close") else [])
-                unmet.append(f"<{tag['name']}> is not one of the requested elements")
+    lowercase = [tag for tag in tags if tag["name"][:1].islower()]
+    stray = [tag for tag in lowercase if spec.only_elements and tag["name"] not in spec.elements]
+    for tag in stray:
+        places += [tuple(tag["open"])] + ([tuple(tag["close"])] if tag.get("close") else [])
+        unmet.append(f"<{tag['name']}> is not one of the requested elements")
     function = (outline.get("functions") or {}).get(name or "")
     for prop in spec.props:
         if function is None or prop not in function["props"]:
@@ -126,7 +128,8 @@ def check_requirements(spec: ReactSpec, outline: dict | None, visible_text: str 
                 places.append((start, max(end, start + 1)))
     haystack = visible_text if visible_text is not None else code
     unmet += [f"the text {text!r} is not shown" for text in spec.texts if text not in haystack]
-    return RequirementResult(sorted(set(places)), unmet, checked)
+    violated = len(unmet) - len(stray) + bool(stray)  # only_elements is one requirement, however many strays
+    return RequirementResult(sorted(set(places)), unmet, checked, checked - violated)
 
 
 def spec_from_reference(outline: dict) -> dict:

@@ -83,9 +83,9 @@ Render and requirements. ``render=True`` renders a compiled response's last bloc
 (:mod:`bot_grpo_verl.rewards.react_render`): a blank page, a runtime error (its line marked when its position maps
 back) or a timeout scores 0. A row whose ``extra_info["react_spec"]`` states the request's requirements
 (:mod:`bot_grpo_verl.rewards.react_requirements`) is checked against them: a violation with a place is an error span,
-any violation scores 0. The result then also carries ``rendered``, ``render_blank``, ``render_error``,
-``render_timeout``, ``render_elements`` (with ``render=True``) and ``requirements_met``,
-``requirements_unmet`` (with a spec).
+any violation scores 0 (or lowers the score to the share of requirements that hold, ``requirements_score``). The
+result then also carries ``rendered``, ``render_blank``, ``render_error``, ``render_timeout``, ``render_elements``
+(with ``render=True``) and ``requirements_met``, ``requirements_unmet``, ``requirements_share`` (with a spec).
 
 Options (``reward_kwargs``; an unknown name or a bad value raises ``ValueError`` naming it, before any
 check: bools, strings, ``None``, ``inf`` or ``nan`` for a number, a float for an int, anything but the
@@ -127,6 +127,12 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
 - ``requirements`` (``bool``, default ``True``): check a row's ``extra_info["react_spec"]`` (above); ``False``
   ignores it, scoring compilation (and the render) only, e.g. as the compile-only arm of a comparison on rows
   that carry specs.
+- ``requirements_score`` (``str``, default ``"all"``): how a spec's unmet requirements lower the score of a
+  response that compiles (and renders): ``"all"``, any unmet requirement scores 0 (issue 26's composed reward);
+  ``"fraction"``, the score is multiplied by the share of the spec's requirements that hold (``requirements_share``
+  is logged), a graded outcome that a policy far from the spec can climb (from the demo's warm start the
+  all-or-nothing outcome is 0 for 97-99% of samples, docs/benchmarks.md). The error spans of violations with a
+  place are the same under both.
 - ``judge_endpoint`` (``str``, default ``""``: off), ``judge_model`` (``str``), ``judge_weight`` (``float``, default
   ``0.5``, in ``[0, 1]``), ``judge_samples`` (``int``, default ``1``), ``judge_request_key`` (``str``, default
   ``"instruction"``): with an OpenAI-compatible endpoint, a response that compiles, renders (``render=True`` is
@@ -162,6 +168,7 @@ LEVELS = ("syntax", "types")
 CHECKERS = ("tsc7", "tsc6")
 REGIONS = ("token", "line", "element")
 BLOCK_CHOICES = ("all", "last")
+REQUIREMENT_SCORES = ("all", "fraction")
 MAX_TIMEOUT = 86_400.0
 # Share of ``timeout`` one TypeScript batch may run in the worker before its thread is replaced.
 TYPE_TIMEOUT_SHARE = 1 / 3
@@ -189,6 +196,7 @@ class Options:
     max_diagnostics: int = 20
     render: bool = False
     requirements: bool = True
+    requirements_score: str = "all"
     judge_endpoint: str = ""
     judge_model: str = ""
     judge_weight: float = 0.5
@@ -226,6 +234,7 @@ def parse_options(kwargs: dict) -> Options:
     _check_choice("checker", options.checker, CHECKERS)
     _check_choice("region", options.region, REGIONS)
     _check_choice("blocks", options.blocks, BLOCK_CHOICES)
+    _check_choice("requirements_score", options.requirements_score, REQUIREMENT_SCORES)
     _check_number("clean_value", options.clean_value, 0.0, 1.0)
     _check_number("error_value", options.error_value, -1.0, 0.0, high_open=True)
     _check_number("timeout", options.timeout, 0.0, MAX_TIMEOUT, low_open=True)
@@ -604,15 +613,24 @@ def with_render(result: dict, answer: dict | None, positions: "CodeMap", options
     return result, [line_region(positions, index, index + 1)]
 
 
-def with_requirements(result: dict, spec, outline, visible_text, positions: "CodeMap") -> tuple[dict, list]:
+def with_requirements(
+    result: dict, spec, outline, visible_text, positions: "CodeMap", options: Options
+) -> tuple[dict, list]:
     """``result`` with the spec's requirements checked (a row with ``extra_info["react_spec"]``), and the error
-    regions of the violations that have a place; any violation scores 0 (``requirements_unmet`` counts them)."""
+    regions of the violations that have a place; a violation scores 0 or the share of requirements that hold
+    (``options.requirements_score``; ``requirements_unmet`` counts the violations)."""
     if spec is None:
         return result, []
     found = check_requirements(spec, outline, visible_text, positions.code)
-    result = {**result, "requirements_met": int(not found.unmet), "requirements_unmet": len(found.unmet)}
+    share = found.met / found.checked if found.checked else 1.0
+    result = {
+        **result,
+        "requirements_met": int(not found.unmet),
+        "requirements_unmet": len(found.unmet),
+        "requirements_share": share,
+    }
     if found.unmet:
-        result["score"] = 0.0
+        result["score"] = result["score"] * share if options.requirements_score == "fraction" else 0.0
     index = positions.utf16.index
     return result, [(index(start), max(index(end), index(start) + 1)) for start, end in found.places]
 
@@ -627,7 +645,9 @@ def finish(text: str, blocks, answers, render_answer, spec, options: Options) ->
     positions = CodeMap(text[start:end])
     result, render_regions = with_render(result, render_answer, positions, options)
     visible = render_answer.get("text") if render_answer and options.render else None
-    result, requirement_regions = with_requirements(result, spec, answers[-1].get("outline"), visible, positions)
+    result, requirement_regions = with_requirements(
+        result, spec, answers[-1].get("outline"), visible, positions, options
+    )
     regions = merge_ranges(render_regions + requirement_regions)
     if regions:
         result["spans"] = block_spans(start, end, regions, options)
@@ -637,7 +657,9 @@ def finish(text: str, blocks, answers, render_answer, spec, options: Options) ->
 def unchecked(blocks, result: dict, spec, options: Options) -> dict:
     """A result decided before any check (no code, oversized, checker error), with the keys of its run."""
     result, _ = with_render(result, None, None, options)
-    return result if spec is None else {**result, "requirements_met": 0, "requirements_unmet": 0}
+    if spec is None:
+        return result
+    return {**result, "requirements_met": 0, "requirements_unmet": 0, "requirements_share": 0.0}
 
 
 _judges: dict[tuple[str, str], JudgeClient] = {}

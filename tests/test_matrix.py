@@ -9,6 +9,7 @@ import pytest
 from conftest import verl_config
 
 from benchmarks import matrix
+from bot_grpo_verl.rewards import react_tsx
 
 ASSETS = SimpleNamespace(
     train_parquet="/d/train.parquet", val_parquet="/d/val.parquet", test_parquet="/d/test.parquet", model_dir="/m"
@@ -52,6 +53,19 @@ def test_reward_variants_of_the_stability_study_reach_the_reward_function(cell, 
     assert {key: float(kwargs[key]) for key in options} == options
     assert str(matrix.ARITHMETIC_STEPS) in (config.reward.custom_reward_function.path, kwargs.get("token_reward_path"))
     assert config.trainer.experiment_name == f"{cell}-seed0"
+
+
+@pytest.mark.parametrize("variant", sorted(matrix.REACT_VARIANTS))
+def test_every_react_variant_is_a_valid_set_of_react_tsx_options(variant, tmp_path):
+    cell = f"bot_grpo@{variant}" if variant else "bot_grpo"
+    config = verl_config(*matrix.run_overrides(matrix.TASKS["react"], ASSETS, cell, 0, 5, tmp_path))
+    kwargs = dict(config.reward.custom_reward_function.reward_kwargs)
+    options = react_tsx.parse_options(kwargs)
+    assert (options.render, options.requirements_score) == {
+        "": (False, "all"),
+        "composed": (True, "all"),
+        "composed_graded": (True, "fraction"),
+    }[variant]
 
 
 def test_protocol_runs_set_their_learning_rate_and_validate_on_the_held_out_splits(tmp_path):

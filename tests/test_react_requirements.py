@@ -61,6 +61,33 @@ def test_a_component_that_is_not_the_one_asked_for_scores_zero(code, unmet):
     assert (result["requirements_met"], result["requirements_unmet"]) == (0, unmet)
 
 
+@pytest.mark.parametrize(
+    ("code", "share"),
+    [
+        (LIST, 1.0),
+        (LIST.replace("{ items }: ShopListProps", "props: ShopListProps").replace("items.map", "props.items.map"), 0.8),
+        (LIST.replace("<ul>", "<ol>").replace("</ul>", "</ol>"), 0.6),  # no <ul>; strays: one requirement
+        ("export function ShopList() { return <div><p>a</p><p>b</p><span>c</span></div>; }\n", 0.2),
+        ("export const Other = () => <b>x</b>;\n", 0.0),  # only its name is wrong, and that costs the prop too
+    ],
+    ids=["as asked", "prop not destructured", "wrong tag", "template with strays", "nothing asked for"],
+)
+def test_a_graded_requirement_score_is_the_share_of_the_specs_requirements_that_hold(code, share):
+    # SPEC checks 5 requirements: the component ShopList, <ul>, <li>, only those elements, the prop items.
+    graded = score(code, SPEC, requirements_score="fraction")
+    assert graded["requirements_share"] == pytest.approx(share) and graded["score"] == pytest.approx(share)
+    strict = score(code, SPEC)
+    assert strict["score"] == (1.0 if share == 1.0 else 0.0)
+    assert strict["requirements_share"] == graded["requirements_share"]
+    errors = [[(start, end) for start, end, value in result["spans"] if value < 0] for result in (strict, graded)]
+    assert errors[0] == errors[1]  # the violations' places are the same error spans
+
+
+def test_an_unknown_requirement_score_is_refused():
+    with pytest.raises(ValueError, match="requirements_score='most' is not allowed"):
+        score(LIST, SPEC, requirements_score="most")
+
+
 def test_violations_with_a_place_are_error_spans():
     code = LIST.replace("<ul>", "<ol>").replace("</ul>", "</ol>")
     text = fenced(code)
