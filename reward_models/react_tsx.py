@@ -131,8 +131,9 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
   response that compiles (and renders): ``"all"``, any unmet requirement scores 0 (issue 26's composed reward);
   ``"fraction"``, the score is multiplied by the share of the spec's requirements that hold (``requirements_share``
   is logged), a graded outcome that a policy far from the spec can climb (from the demo's warm start the
-  all-or-nothing outcome is 0 for 97-99% of samples, docs/benchmarks.md). The error spans of violations with a
-  place are the same under both.
+  all-or-nothing outcome is 0 for 97-99% of samples, docs/benchmarks.md); the clean code tokens carry that
+  outcome (or ``clean_value``, whichever is larger). The error spans of violations with a place are the same
+  under both.
 - ``judge_endpoint`` (``str``, default ``""``: off), ``judge_model`` (``str``), ``judge_weight`` (``float``, default
   ``0.5``, in ``[0, 1]``), ``judge_samples`` (``int``, default ``1``), ``judge_request_key`` (``str``, default
   ``"instruction"``): with an OpenAI-compatible endpoint, a response that compiles, renders (``render=True`` is
@@ -460,17 +461,20 @@ def error_regions(code: str, answer: dict, region: str) -> list[tuple[int, int]]
     return merge_ranges(ranges)
 
 
-def block_spans(block_start: int, block_end: int, regions: list[tuple[int, int]], options: Options) -> list[Span]:
-    """Spans tiling one block of the response: ``error_value`` on its regions (block-relative), else
-    ``clean_value``."""
+def block_spans(
+    block_start: int, block_end: int, regions: list[tuple[int, int]], options: Options, outcome: float = 0.0
+) -> list[Span]:
+    """Spans tiling one block of the response: ``error_value`` on its regions (block-relative), else the
+    response's ``outcome`` or ``clean_value``, whichever is larger (a graded outcome reaches its clean code)."""
+    clean = max(options.clean_value, outcome)
     spans, cursor = [], block_start
     for start, end in regions:
         if block_start + start > cursor:
-            spans.append((cursor, block_start + start, options.clean_value))
+            spans.append((cursor, block_start + start, clean))
         spans.append((block_start + start, block_start + end, options.error_value))
         cursor = block_start + end
     if cursor < block_end:
-        spans.append((cursor, block_end, options.clean_value))
+        spans.append((cursor, block_end, clean))
     return spans
 
 
@@ -650,7 +654,7 @@ def finish(text: str, blocks, answers, render_answer, spec, options: Options) ->
     )
     regions = merge_ranges(render_regions + requirement_regions)
     if regions:
-        result["spans"] = block_spans(start, end, regions, options)
+        result["spans"] = block_spans(start, end, regions, options, outcome=result["score"])
     return result
 
 

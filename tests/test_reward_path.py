@@ -6,6 +6,7 @@ import pickle
 import re
 import textwrap
 from dataclasses import fields
+from pathlib import Path
 
 import cloudpickle
 import numpy as np
@@ -30,6 +31,7 @@ from bot_grpo_verl.reward.manager import (
     TokenRewardScore,
     failed_sample,
 )
+from bot_grpo_verl.rewards.react_requirements import SPEC_KEY
 from bot_grpo_verl.verl_compat import reward_extra_metrics
 
 REWARD_FUNCTIONS = textwrap.dedent(
@@ -403,3 +405,45 @@ def test_preset_selects_estimator_and_reward_manager_in_one_override(tokenizer_d
     assert config.reward.reward_manager.name == "bot_token"
     with open_dict(config):
         assert dict(config.reward.bot_token) == {option.name: option.default for option in fields(TokenRewardConfig)}
+
+
+def test_a_graded_react_spec_reaches_the_token_rewards_through_the_bot_token_manager(tokenizer_dir):
+    """``requirements_score=fraction`` end to end: verl's reward loop, the bot_token manager, react_tsx with a row's
+    spec. The component meets 3 of the spec's 5 requirements (it is ShopList with its prop, but renders an <ol>:
+    no <ul>, and a stray element), so its outcome is 0.6: every token outside the two error spans on the stray tag
+    gets 0.6, those get -1."""
+    reward_file = Path(__file__).resolve().parents[1] / "reward_models" / "react_tsx.py"
+    config = reward_config(
+        tokenizer_dir,
+        reward_file,
+        "compute_score",
+        "+reward.custom_reward_function.reward_kwargs.requirements_score=fraction",
+    )
+    tokenizer = byte_level_bpe()
+    response = (
+        "```tsx\nexport function ShopList({ items }: { items: string[] }) {\n"
+        "  return <ol><li>{items.length}</li></ol>;\n}\n```\n"
+    )
+    sample = agent_loop_sample(tokenizer, response)
+    sample.non_tensor_batch["extra_info"] = np.array(
+        [
+            {
+                "index": 0,
+                SPEC_KEY: {
+                    "component": "ShopList",
+                    "elements": ["ul", "li"],
+                    "only_elements": True,
+                    "props": ["items"],
+                },
+            }
+        ]
+    )
+    result = run_in_worker_loop(
+        lambda: load_reward_manager(config, tokenizer), lambda manager: manager.run_single(sample)
+    )
+    score = result["reward_score"]
+    assert float(score) == pytest.approx(0.6) and result["reward_extra_info"]["requirements_share"] == pytest.approx(
+        0.6
+    )
+    stray = [(start, start + 2, -1.0) for start in (response.index("<ol>") + 1, response.index("</ol>") + 2)]
+    np.testing.assert_allclose(score.token_rewards, expected_token_rewards(tokenizer, response, 0.6, stray))
