@@ -4,7 +4,9 @@ The same valid components (``tsx_reward_speed.make_corpus``, every flaw removed)
 with its long-lived worker warmed up first, through the same thread pool:
 
 - ``syntax``: the reward at ``level=syntax`` (esbuild);
-- ``types``: the reward at ``level=types`` (esbuild + TypeScript);
+- ``types``: the reward at ``level=types`` (esbuild + TypeScript 7, the default checker);
+- ``types tsc6``: the same with ``checker="tsc6"``, TypeScript 6, the type check issue 26 measured when it set the
+  render's budget (2x the cost of ``level=types``);
 - ``syntax+render``: the reward at ``level=syntax, render=True`` (esbuild, then headless Chromium);
 - ``judge``: one judge round trip per response (``JudgeClient.score``: prompt, HTTP, strict parse) against a
   local fake OpenAI-compatible server in its own process that answers at once, a fresh client (empty cache)
@@ -43,6 +45,7 @@ TYPES_CHECKER = "tsc7"  # the reward's default checker at level=types
 STAGES = {
     "syntax": {"level": "syntax"},
     "types": {"level": "types", "checker": TYPES_CHECKER},
+    "types tsc6": {"level": "types", "checker": "tsc6"},
     "syntax+render": {"level": "syntax", "render": True},
     "judge": None,  # a judge round trip, see judge_stage
 }
@@ -175,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     plot(result["median_responses_per_core_second"], args.out.with_suffix(".png"))
-    shown = ("median_responses_per_second", "median_responses_per_core_second", "render_cost_over_types")
+    shown = ("median_responses_per_second", "median_responses_per_core_second", "render_cost_over")
     print(json.dumps({key: result[key] for key in shown} | {"paper_scale": result["paper_scale"]}, indent=2))
     return 0
 
@@ -212,7 +215,9 @@ def run(args, endpoint: str, exclude: set[int]) -> dict:
         "rounds": rounds,
         "median_responses_per_second": median["per_second"],
         "median_responses_per_core_second": median["per_core"],
-        "render_cost_over_types": median["per_core"]["types"] / median["per_core"]["syntax+render"],
+        "render_cost_over": {
+            stage: median["per_core"][stage] / median["per_core"]["syntax+render"] for stage in ("types", "types tsc6")
+        },
         "paper_scale": paper_scale(median["per_core"], args.paper_responses, args.node_cores),
     }
 

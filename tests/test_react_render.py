@@ -61,7 +61,10 @@ def score(code: str) -> dict:
         ("export default function App() { Promise.reject(new Error('later')); return <p>x</p>; }", "runtime_error"),
         ("export const answer = 42;", "runtime_error"),  # no component
         ("export default function App() { window.location.hash = 'tab-2'; return <p>tabs</p>; }", "renders"),
-        ("export default function App() { history.pushState({}, '', '/elsewhere'); return <p>x</p>; }", "runtime_error"),
+        (
+            "export default function App() { history.pushState({}, '', '/elsewhere'); return <p>x</p>; }",
+            "runtime_error",
+        ),
     ],
     ids=[
         "list",
@@ -82,6 +85,48 @@ def test_each_component_gets_its_status(code, status):
     assert render(code)["status"] == status
 
 
+@pytest.mark.parametrize(
+    ("code", "status", "text"),
+    [
+        (
+            "import { useState, useEffect } from 'react';\nexport default function App() { const [s, set] = useState('loading'); useEffect(() => set('loaded'), []); return <p>{s}</p>; }",
+            "renders",
+            "loaded",
+        ),
+        (
+            "import { useState, useEffect } from 'react';\nexport default function App() { const [a, setA] = useState(0); const [b, setB] = useState(0); useEffect(() => setA(1), []); useEffect(() => { if (a) setB(2); }, [a]); return <p>{a}{b}</p>; }",
+            "renders",
+            "12",
+        ),
+        (
+            "import { useState, useEffect } from 'react';\nexport default function App() { const [s, set] = useState('soon'); useEffect(() => { setTimeout(() => set('now'), 0); }, []); return <p>{s}</p>; }",
+            "renders",
+            "now",
+        ),
+        (
+            "import { useState, useEffect } from 'react';\nexport default function App() { const [s, set] = useState(''); useEffect(() => { localStorage.setItem('k', 'kept'); set(localStorage.getItem('k') ?? 'lost'); }, []); return <p>{s}</p>; }",
+            "renders",
+            "kept",
+        ),
+        (
+            "import { useState, useEffect } from 'react';\nexport default function App() { const [n, set] = useState(0); useEffect(() => { if (n === 1) throw new Error('late'); set(1); }, [n]); return <p>{n}</p>; }",
+            "runtime_error",
+            "",
+        ),
+    ],
+    ids=[
+        "state set by an effect",
+        "effects in a chain",
+        "a zero timeout in an effect",
+        "storage in an effect",
+        "a throw after an update",
+    ],
+)
+def test_the_page_is_read_after_its_effects_settle(code, status, text):
+    answer = render(code)
+    assert (answer["status"], answer["text"] if status == "renders" else "") == (status, text)
+
+
 def test_a_null_component_or_a_crash_cannot_score_what_a_working_component_scores():
     working = score(OK)
     assert working["score"] == 1.0 and working["rendered"] == 1 and working["render_elements"] == 3
@@ -95,10 +140,22 @@ def test_a_null_component_or_a_crash_cannot_score_what_a_working_component_score
 
 
 FORGERIES = {  # name: (code, the status it must get)
-    "a report posted to the host": ("window.parent.postMessage({ nonce: 'guess', result: { elements: 9, text: 'fake', tags: ['div'], errors: [] } }, '*');\nexport default function App() { return null; }", "blank"),
-    "the DOM's built-ins replaced": ("Element.prototype.querySelectorAll = (() => [1, 2, 3]) as any;\nObject.defineProperty(HTMLElement.prototype, 'innerText', { get: () => 'fake' });\nexport default function App() { return null; }", "blank"),
-    "an error swallowed by Array.prototype": ("Object.defineProperty(Array.prototype, 0, { set() {}, configurable: true });\nexport default function App() { throw new Error('boom'); }", "runtime_error"),
-    "the error reporter replaced": ("try { (window as any).__report = () => {}; } catch {}\nexport default function App() { throw new Error('boom'); }", "runtime_error"),
+    "a report posted to the host": (
+        "window.parent.postMessage({ nonce: 'guess', result: { elements: 9, text: 'fake', tags: ['div'], errors: [] } }, '*');\nexport default function App() { return null; }",
+        "blank",
+    ),
+    "the DOM's built-ins replaced": (
+        "Element.prototype.querySelectorAll = (() => [1, 2, 3]) as any;\nObject.defineProperty(HTMLElement.prototype, 'innerText', { get: () => 'fake' });\nexport default function App() { return null; }",
+        "blank",
+    ),
+    "an error swallowed by Array.prototype": (
+        "Object.defineProperty(Array.prototype, 0, { set() {}, configurable: true });\nexport default function App() { throw new Error('boom'); }",
+        "runtime_error",
+    ),
+    "the error reporter replaced": (
+        "try { (window as any).__report = () => {}; } catch {}\nexport default function App() { throw new Error('boom'); }",
+        "runtime_error",
+    ),
 }
 
 
@@ -219,6 +276,20 @@ def test_a_dead_browser_is_started_again():
     answers = [react_render.shared_renderer().render([OK], 30.0)[0] for _ in range(2)]
     assert answers[-1]["status"] == "renders"
     assert react_render.shared_renderer().worker.process is worker  # the worker lived on
+
+
+def test_the_browser_keeps_playwrights_disabled_features_and_adds_its_own():
+    assert render(OK)["status"] == "renders"
+    worker = react_render.shared_renderer().worker.process
+    [browser] = [
+        child
+        for child in psutil.Process(worker.pid).children(recursive=True)
+        if "chrom" in child.name() and not any(part.startswith("--type=") for part in child.cmdline())
+    ]
+    [features] = [part for part in browser.cmdline() if part.startswith("--disable-features=")]
+    disabled = features.removeprefix("--disable-features=").split(",")
+    assert "IsolateSandboxedIframes" in disabled  # the components' frames share their host's renderer
+    assert "HttpsUpgrades" in disabled  # one of Playwright's own, which its request routing needs
 
 
 def test_a_screenshot_is_a_png_on_request():

@@ -23,14 +23,15 @@
 //
 // Isolation (see docs/bad-input.md): one browser and a pool of warm host pages, each in an incognito context of
 // its own (its own renderer processes). A host never runs model code: each component gets a sandboxed iframe
-// (scripts only: no popups, dialogs, top navigation or forms) on an origin of its own, so nothing it stores is
-// visible to the next one, whose storage and cookies are cleared besides. Every network request is refused but
-// the host's document, React's bundle and the component's document (served from memory, once); a frame that
-// navigates away is reported. A host whose component timed out or failed is closed (its renderer ends, also one
-// stuck in an endless loop) and replaced, and a browser that dies is started again. Chromium runs with its own
-// sandbox off (--no-sandbox: this worker runs as root in CI); the page has no file access (no file:// URLs are
-// served) and no network. The result comes from a harness that runs before the component and keeps the DOM's
-// built-ins it reads, and reaches the host with a nonce the component cannot read.
+// (scripts only: no popups, dialogs, navigation of the host or forms) whose document the host writes
+// (srcdoc: no request), on an opaque origin of its own: it can reach no other frame's objects and has no
+// storage or cookies, for which the harness gives it empty in-memory ones. Every network request is refused
+// but the host's document; a frame that navigates away is reported. A host whose component timed out or failed
+// is closed (its renderer ends, also one stuck in an endless loop) and replaced, and a browser that dies is
+// started again. Chromium runs with its own sandbox off (--no-sandbox: this worker runs as root in CI); the page
+// has no file access (no file:// URLs are served) and no network. The result comes from a harness that runs
+// before the component and keeps the DOM's built-ins it reads, and reaches the host with a nonce the component
+// cannot read.
 import { randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -39,8 +40,8 @@ import { fileURLToPath } from "node:url";
 
 const require = createRequire(import.meta.url);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-// Hosts and components are subdomains of one reserved domain (RFC 2606; nothing is ever resolved or fetched: every
-// request is answered or refused by the worker), so a host and its components are one site, one renderer.
+// Hosts are subdomains of one reserved domain (RFC 2606; nothing is ever resolved or fetched: every request is
+// answered or refused by the worker).
 const DOMAIN = "render.example.com";
 const MAX_TEXT = 2000;
 const CHROMIUM_FLAGS = [
@@ -56,6 +57,10 @@ const CHROMIUM_FLAGS = [
   "--disable-dev-shm-usage",
   "--site-per-process",
 ];
+// Chromium gives each sandboxed frame of an opaque origin a renderer process of its own by default, which costs
+// more CPU than the render (a process per component); the frames share their host's renderer instead, as frames
+// of one site do. Playwright sets --disable-features itself, and Chromium keeps the last one: see launch().
+const DISABLED_FEATURES = ["IsolateSandboxedIframes"];
 
 const esbuild = require("esbuild");
 const { chromium } = require("playwright-core");
@@ -117,6 +122,11 @@ if (typeof Component !== "function" && !(Component && typeof Component === "obje
   }
 }`;
 
+// Text that stays one script element's: a closing tag inside strings is escaped.
+function scriptText(js) {
+  return js.replace(/<\/(script)/gi, "<\\/$1");
+}
+
 function plugin(code) {
   return {
     name: "sample",
@@ -169,22 +179,24 @@ function codeOffset(stack, map, code) {
   return offset + original.column;
 }
 
-// The host page: mounts one component's frame (origin c<n>.<host>) at a time, a frame being about a third of
-// the CPU of navigating the page itself, and takes one report from that frame's window with that frame's nonce.
+// The host page: mounts one component's frame at a time (a frame costing about a third of the CPU of navigating
+// the page itself), its document the component's with React put in (held once, as a string, never run by the
+// host), and takes one report from that frame's window with that frame's nonce.
 const HOST_PAGE = `<!doctype html><html><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-src *">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
 <style>html, body { margin: 0; height: 100%; } iframe { position: fixed; inset: 0; width: 100%; height: 100%; border: 0; }</style>
 <script>
+const VENDOR = ${scriptText(JSON.stringify(VENDOR))};
 let pending = null;
-window.mount = (url, nonce) => new Promise((done) => {
+window.mount = (page, nonce) => new Promise((done) => {
   const frame = document.createElement("iframe");
-  frame.setAttribute("sandbox", "allow-scripts allow-same-origin");
+  frame.setAttribute("sandbox", "allow-scripts");
   const onMessage = (event) => {
     if (event.source === frame.contentWindow && event.data && event.data.nonce === nonce) pending(event.data.result);
   };
   pending = (result) => { removeEventListener("message", onMessage); pending = null; done(result); };
   addEventListener("message", onMessage);
-  frame.src = url;
+  frame.srcdoc = page[0] + VENDOR + page[1];
   document.body.appendChild(frame);
 });
 window.unmount = () => {
@@ -194,14 +206,15 @@ window.unmount = () => {
 </script></head><body></body></html>`;
 
 // The component's document: the harness first (it keeps what it needs from the page's built-ins before any
-// model code can replace them, and removes itself), then React from the host (one URL, so V8 compiles it once per
-// renderer), then the bundle, then the report after two frames and a task (effects run after the first paint).
-const FRAME_PAGE = (HOST, nonce, exportName, js) => `<!doctype html><html><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src ${HOST}/vendor.js 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+// model code can replace them, gives the frame empty in-memory storage and cookies, and removes itself), then
+// React (put in by the host), then the bundle, then the report after three tasks (passive effects, updates they
+// schedule and zero timeouts run in between; nothing waits for a paint).
+const FRAME_PAGE = (nonce, exportName, js) => [`<!doctype html><html><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
 <script>(() => {
   document.currentScript.remove();
   const apply = Reflect.apply, parentWindow = window.parent, post = window.postMessage;
-  const push = Array.prototype.push, raf = window.requestAnimationFrame, later = window.setTimeout;
+  const push = Array.prototype.push, later = window.setTimeout;
   let firstError = null; // a variable, not an array: a setter on Array.prototype could swallow what is pushed
   const all = Element.prototype.querySelectorAll, byId = Document.prototype.getElementById;
   const count = Object.getOwnPropertyDescriptor(NodeList.prototype, "length").get, item = NodeList.prototype.item;
@@ -210,9 +223,27 @@ const FRAME_PAGE = (HOST, nonce, exportName, js) => `<!doctype html><html><head>
   const report = (error) => { if (firstError === null) firstError = { message: String(error.message), stack: String(error.stack || "") }; };
   Object.defineProperty(window, "__report", { value: (error) => report({ message: error && error.message ? error.message : error, stack: error && error.stack }) });
   Object.defineProperty(window, "__exportName", { value: ${JSON.stringify(exportName || "")} });
+  const memoryStorage = () => {
+    const items = new Map();
+    return Object.freeze({
+      get length() { return items.size; },
+      key: (index) => [...items.keys()][index] ?? null,
+      getItem: (key) => (items.has(String(key)) ? items.get(String(key)) : null),
+      setItem: (key, value) => { items.set(String(key), String(value)); },
+      removeItem: (key) => { items.delete(String(key)); },
+      clear: () => items.clear(),
+    });
+  };
+  const cookies = new Map();
+  Object.defineProperty(window, "localStorage", { value: memoryStorage() });
+  Object.defineProperty(window, "sessionStorage", { value: memoryStorage() });
+  Object.defineProperty(document, "cookie", {
+    get: () => [...cookies].map(([key, value]) => key + "=" + value).join("; "),
+    set: (line) => { const [pair] = String(line).split(";"), at = pair.indexOf("="); if (at > 0) cookies.set(pair.slice(0, at).trim(), pair.slice(at + 1).trim()); },
+  });
   addEventListener("error", (event) => report({ message: event.message, stack: event.error && event.error.stack ? event.error.stack : "bundle.js:" + event.lineno + ":" + event.colno }), true);
   addEventListener("unhandledrejection", (event) => report({ message: "unhandled rejection: " + String(event.reason && event.reason.message || event.reason), stack: event.reason && event.reason.stack }), true);
-  addEventListener("DOMContentLoaded", () => apply(raf, window, [() => apply(raf, window, [() => apply(later, window, [() => {
+  addEventListener("DOMContentLoaded", () => apply(later, window, [() => apply(later, window, [() => apply(later, window, [() => {
     const root = apply(byId, document, ["root"]);
     const elements = root ? apply(all, root, ["*"]) : null;
     const size = elements ? apply(count, elements, []) : 0;
@@ -222,24 +253,45 @@ const FRAME_PAGE = (HOST, nonce, exportName, js) => `<!doctype html><html><head>
     apply(post, parentWindow, [{ nonce: ${JSON.stringify(nonce)}, result }, "*"]);
   }, 0])])]));
 })();</script>
-</head><body><div id="root"></div><script src="${HOST}/vendor.js"></script><script>${js.replace(/<\/(script)/gi, "<\\/$1")}
-//# sourceURL=bundle.js</script></body></html>`;
+</head><body><div id="root"></div><script>`, `</script><script>${scriptText(js)}
+//# sourceURL=bundle.js</script></body></html>`];
+
+const EXECUTABLE = process.env.BOT_GRPO_CHROMIUM || "/usr/bin/chromium";
+let launchOptions = null;
+
+// Playwright passes a --disable-features of its own and Chromium keeps only the last one given, so a first launch
+// reads Playwright's list from the browser's command line (which --enable-automation lets it read), and every
+// launch passes that list with ours added.
+async function launch() {
+  if (launchOptions === null) {
+    const probe = await chromium.launch({ executablePath: EXECUTABLE, args: [...CHROMIUM_FLAGS, "--enable-automation"] });
+    try {
+      const session = await probe.newBrowserCDPSession();
+      const { arguments: argv } = await session.send("Browser.getBrowserCommandLine");
+      const playwrights = argv.filter((argument) => argument.startsWith("--disable-features="));
+      if (playwrights.length !== 1) throw new Error(`expected one --disable-features from Playwright, got ${playwrights.length}`);
+      const features = `${playwrights[0]},${DISABLED_FEATURES.join(",")}`;
+      launchOptions = { executablePath: EXECUTABLE, args: [...CHROMIUM_FLAGS, features], ignoreDefaultArgs: playwrights };
+    } finally {
+      await probe.close();
+    }
+  }
+  return chromium.launch(launchOptions);
+}
 
 let browserPromise = null;
 
 function browser() {
   if (browserPromise === null) {
-    browserPromise = chromium
-      .launch({ executablePath: process.env.BOT_GRPO_CHROMIUM || "/usr/bin/chromium", args: CHROMIUM_FLAGS })
-      .then((launched) => {
-        launched.on("disconnected", () => {
-          browserPromise = null;
-          idle.length = 0; // the pool's pages died with the browser
-          slots = 0;
-          generation += 1;
-        });
-        return launched;
+    browserPromise = launch().then((launched) => {
+      launched.on("disconnected", () => {
+        browserPromise = null;
+        idle.length = 0; // the pool's pages died with the browser
+        slots = 0;
+        generation += 1;
       });
+      return launched;
+    });
     browserPromise.catch(() => {
       browserPromise = null;
     });
@@ -271,21 +323,14 @@ async function newSlot() {
   const number = slotNumbers++;
   const context = await (await browser()).newContext({ javaScriptEnabled: true, acceptDownloads: false });
   const host = `http://host-${number}.${DOMAIN}`;
-  const slot = { context, host, frames: new Map(), components: 0, component: null, navigatedAway: null, page: null, cdp: null, generation };
+  const slot = { context, host, navigatedAway: null, page: null, generation };
   await context.route("**/*", (route) => {
     const request = route.request();
     const url = new URL(request.url());
-    const child = request.frame().parentFrame() !== null;
-    let body;
-    if (url.origin === slot.host && url.pathname === "/" && !child) body = HOST_PAGE;
-    else if (url.origin === slot.host && url.pathname === "/vendor.js") body = VENDOR;
-    else if (url.pathname === "/" && child && slot.frames.has(url.origin)) {
-      body = slot.frames.get(url.origin);
-      slot.frames.delete(url.origin); // served once: a reload or a navigation back is refused
+    if (url.origin !== slot.host || url.pathname !== "/" || request.frame().parentFrame() !== null) {
+      return route.abort("blockedbyclient");
     }
-    if (body === undefined) return route.abort("blockedbyclient");
-    const type = url.pathname === "/" ? "text/html" : "text/javascript";
-    return route.fulfill({ status: 200, contentType: type, body });
+    return route.fulfill({ status: 200, contentType: "text/html", body: HOST_PAGE });
   });
   context.on("page", (page) => {
     page.on("dialog", (dialog) => dialog.dismiss().catch(() => {}));
@@ -295,10 +340,9 @@ async function newSlot() {
   // A component that navigates its frame away (window.location = ...): the request is refused, and its report
   // never comes. A change of the fragment alone (tabs, anchors) stays on the page.
   slot.page.on("framenavigated", (frame) => {
-    const away = frame.parentFrame() === slot.page.mainFrame() && frame.url().split("#")[0] !== slot.component;
+    const away = frame.parentFrame() === slot.page.mainFrame() && frame.url().split("#")[0] !== "about:srcdoc";
     if (away && slot.navigatedAway) slot.navigatedAway();
   });
-  slot.cdp = await context.newCDPSession(slot.page);
   await slot.page.goto(`${slot.host}/`, { waitUntil: "load" });
   return slot;
 }
@@ -343,17 +387,15 @@ async function render(request) {
   const slot = await acquire();
   let trusted = false;
   try {
-    const origin = `http://c${slot.components++}.${slot.host.slice("http://".length)}`;
     const nonce = randomUUID();
-    slot.frames.set(origin, FRAME_PAGE(slot.host, nonce, request.export, built.js));
+    const framePage = FRAME_PAGE(nonce, request.export, built.js);
     const page = slot.page;
-    slot.component = `${origin}/`;
     const navigatedAway = new Promise((resolve) => {
       slot.navigatedAway = () => resolve({ navigated: true, elements: 0, text: "", tags: [], errors: [] });
     });
     let result;
     try {
-      const reported = page.evaluate(([url, key]) => window.mount(url, key), [slot.component, nonce]);
+      const reported = page.evaluate(([parts, key]) => window.mount(parts, key), [framePage, nonce]);
       result = await within(Promise.race([reported, navigatedAway]), request.timeout_ms);
     } catch {
       return { status: "timeout", elements: 0, text_chars: 0, text: "", tags: [] };
@@ -373,18 +415,8 @@ async function render(request) {
       answer.status = result.elements > 0 || answer.text_chars > 0 ? "renders" : "blank";
     }
     if (request.screenshot) answer.screenshot = (await within(page.screenshot({ type: "png" }), request.timeout_ms)).toString("base64");
-    // The frame goes (which ends its timers), then its origin's storage and the context's cookies.
-    await within(
-      (async () => {
-        await page.evaluate(() => window.unmount());
-        slot.frames.delete(origin);
-        await Promise.all([
-          slot.cdp.send("Storage.clearDataForOrigin", { origin, storageTypes: "all" }),
-          slot.context.clearCookies(),
-        ]);
-      })(),
-      request.timeout_ms,
-    );
+    // The frame goes, which ends its timers (its storage and cookies were its own, in memory).
+    await within(page.evaluate(() => window.unmount()), request.timeout_ms);
     trusted = true;
     return answer;
   } finally {
