@@ -138,6 +138,28 @@ def test_each_demo_reference_meets_its_own_spec_and_other_kinds_do_not():
             assert score(example.code, spec)["score"] == 0.0  # another request's answer
 
 
+# The template DAPO collapsed onto under the graded reward (issue 26's arm 1g, 49 of its 512 test samples verbatim);
+# `name` is the browser's `window.name`, so it renders.
+COLLAPSED = """interface MovieTitleProps {
+  online: boolean;
+}
+
+export function MovieTitleProps({ label }: MovieTitleProps) {
+ return <p>Last update, {name}</p>;
+}
+"""
+
+
+@pytest.mark.parametrize("requirements_score", ["all", "fraction"])
+def test_the_template_a_policy_collapsed_onto_scores_below_every_answer(requirements_score):
+    for example in generate_corpus(24, seed=3):
+        spec = spec_from_reference(outline(example.code))
+        answer = score(example.code, spec, requirements_score=requirements_score)
+        template = score(COLLAPSED, spec, requirements_score=requirements_score)
+        assert answer["score"] == 1.0 and template["compiled"] == 1, (example.kind, spec)
+        assert template["score"] <= 0.5, (example.kind, spec, template["score"])
+
+
 def test_requirements_false_scores_compilation_alone_on_a_row_with_a_spec():
     template = "export function ShopList() { return <div>Hello</div>; }\n"
     assert score(template, SPEC)["score"] == 0.0
