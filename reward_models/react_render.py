@@ -3,7 +3,7 @@
 A compiled component can still answer nothing: return ``null``, crash on its first render, or never finish
 rendering. :class:`RenderChecker` sends the component to ``tsx/render.mjs``, a long-lived Node worker that
 bundles it with esbuild (real ``react`` and ``react-dom`` from npm) and renders it in headless Chromium, in a
-sandboxed frame of an origin of its own inside a warm host page, with no network, no file access, no navigation
+sandboxed frame of an opaque origin of its own inside a warm host page, with no network, no file access, no navigation
 and a time limit per page (see that file's header and docs/bad-input.md). The model's code runs only in that
 frame.
 

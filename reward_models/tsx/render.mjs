@@ -269,9 +269,10 @@ async function launch() {
       const session = await probe.newBrowserCDPSession();
       const { arguments: argv } = await session.send("Browser.getBrowserCommandLine");
       const playwrights = argv.filter((argument) => argument.startsWith("--disable-features="));
-      if (playwrights.length !== 1) throw new Error(`expected one --disable-features from Playwright, got ${playwrights.length}`);
-      const features = `${playwrights[0]},${DISABLED_FEATURES.join(",")}`;
-      launchOptions = { executablePath: EXECUTABLE, args: [...CHROMIUM_FLAGS, features], ignoreDefaultArgs: playwrights };
+      if (playwrights.length > 1) throw new Error(`Playwright passed ${playwrights.length} --disable-features, expected at most one`);
+      const features = [...playwrights.map((argument) => argument.slice("--disable-features=".length)), ...DISABLED_FEATURES];
+      const args = [...CHROMIUM_FLAGS, `--disable-features=${features.join(",")}`];
+      launchOptions = { executablePath: EXECUTABLE, args, ignoreDefaultArgs: playwrights };
     } finally {
       await probe.close();
     }
