@@ -186,7 +186,7 @@ const HOST_PAGE = `<!doctype html><html><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
 <style>html, body { margin: 0; height: 100%; } iframe { position: fixed; inset: 0; width: 100%; height: 100%; border: 0; }</style>
 <script>
-const VENDOR = ${scriptText(JSON.stringify(VENDOR))};
+const VENDOR = ${scriptText(JSON.stringify(scriptText(VENDOR)))};
 let pending = null;
 window.mount = (page, nonce) => new Promise((done) => {
   const frame = document.createElement("iframe");
