@@ -119,11 +119,13 @@ class CpuTask:
 ARITHMETIC_VARIANTS = {"": (), "noisy": (("noise", "1.0"),), "unbounded": (("scale", "10.0"),)}
 # React's rewards: compilation only (the rows' specs ignored); composed: compiled, rendered in a browser and
 # meeting the row's spec (issue 26's question in PROTOCOL.md); composed_graded: the same, scored by the share of
-# the spec's requirements that hold (its follow-up).
+# the spec's requirements that hold (its follow-up); composed_named: that share only when the requested
+# component is there (the next follow-up).
 REACT_VARIANTS = {
     "": REACT_COMPILE_ONLY,
     "composed": (("render", "true"),),
     "composed_graded": (("render", "true"), ("requirements_score", "fraction")),
+    "composed_named": (("render", "true"), ("requirements_score", "fraction_named")),
 }
 # The agentic task's score for the outcome-level algorithms: the outcome, or the mean or smallest turn value
 # (reward_models/tool_arithmetic.py): GRPO given the per-turn information BoT-GRPO gets.

@@ -72,12 +72,14 @@ class ReactSpec:
 class RequirementResult:
     """What a spec found in one block: ``places`` (``[start, end)`` UTF-16 offsets in the code, one per
     violation with a place), ``unmet`` (each violation, in words: one per stray element under ``only_elements``),
-    ``checked`` (how many requirements were checked) and ``met`` (how many of them hold)."""
+    ``checked`` (how many requirements were checked), ``met`` (how many of them hold) and ``named`` (the requested
+    component is exported under the spec's name; true for a spec that names none)."""
 
     places: list[tuple[int, int]]
     unmet: list[str]
     checked: int
     met: int
+    named: bool
 
 
 def component_name(spec: ReactSpec, outline: dict) -> str | None:
@@ -101,11 +103,12 @@ def check_requirements(spec: ReactSpec, outline: dict | None, visible_text: str 
         )
     )
     if outline is None:
-        return RequirementResult([], ["the code could not be parsed for its outline"], checked, 0)
+        return RequirementResult([], ["the code could not be parsed for its outline"], checked, 0, False)
     places, unmet = [], []
     name = component_name(spec, outline)
     exported = set(outline.get("exports") or []) | ({outline["default"]} if outline.get("default") else set())
-    if spec.component and spec.component not in exported:
+    named = not spec.component or spec.component in exported
+    if not named:
         unmet.append(f"no exported component {spec.component}")
     if spec.default_export and (
         outline.get("default") is None or (spec.component and outline["default"] != spec.component)
@@ -129,7 +132,7 @@ def check_requirements(spec: ReactSpec, outline: dict | None, visible_text: str 
     haystack = visible_text if visible_text is not None else code
     unmet += [f"the text {text!r} is not shown" for text in spec.texts if text not in haystack]
     violated = len(unmet) - len(stray) + bool(stray)  # only_elements is one requirement, however many strays
-    return RequirementResult(sorted(set(places)), unmet, checked, checked - violated)
+    return RequirementResult(sorted(set(places)), unmet, checked, checked - violated, named)
 
 
 def spec_from_reference(outline: dict) -> dict:

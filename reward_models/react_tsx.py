@@ -132,8 +132,10 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
   ``"fraction"``, the score is multiplied by the share of the spec's requirements that hold (``requirements_share``
   is logged), a graded outcome that a policy far from the spec can climb (from the demo's warm start the
   all-or-nothing outcome is 0 for 97-99% of samples, docs/benchmarks.md); the clean code tokens carry that
-  outcome (or ``clean_value``, whichever is larger). The error spans of violations with a place are the same
-  under both.
+  outcome (or ``clean_value``, whichever is larger); ``"fraction_named"``, the same share, but only when the
+  requested component is there (exported under the spec's name), else 0: a fixed template under a name of its
+  own collects nothing for the cheap requirements it meets (the collapse DAPO found under ``"fraction"``,
+  docs/benchmarks.md). The error spans of violations with a place are the same under all three.
 - ``judge_endpoint`` (``str``, default ``""``: off), ``judge_model`` (``str``), ``judge_weight`` (``float``, default
   ``0.5``, in ``[0, 1]``), ``judge_samples`` (``int``, default ``1``), ``judge_request_key`` (``str``, default
   ``"instruction"``): with an OpenAI-compatible endpoint, a response that compiles, renders (``render=True`` is
@@ -169,7 +171,7 @@ LEVELS = ("syntax", "types")
 CHECKERS = ("tsc7", "tsc6")
 REGIONS = ("token", "line", "element")
 BLOCK_CHOICES = ("all", "last")
-REQUIREMENT_SCORES = ("all", "fraction")
+REQUIREMENT_SCORES = ("all", "fraction", "fraction_named")
 MAX_TIMEOUT = 86_400.0
 # Share of ``timeout`` one TypeScript batch may run in the worker before its thread is replaced.
 TYPE_TIMEOUT_SHARE = 1 / 3
@@ -633,8 +635,10 @@ def with_requirements(
         "requirements_unmet": len(found.unmet),
         "requirements_share": share,
     }
+    how = options.requirements_score
+    graded = how == "fraction" or (how == "fraction_named" and found.named)
     if found.unmet:
-        result["score"] = result["score"] * share if options.requirements_score == "fraction" else 0.0
+        result["score"] = result["score"] * share if graded else 0.0
     index = positions.utf16.index
     return result, [(index(start), max(index(end), index(start) + 1)) for start, end in found.places]
 

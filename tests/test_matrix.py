@@ -65,6 +65,7 @@ def test_every_react_variant_is_a_valid_set_of_react_tsx_options(variant, tmp_pa
         "": (False, "all"),
         "composed": (True, "all"),
         "composed_graded": (True, "fraction"),
+        "composed_named": (True, "fraction_named"),
     }[variant]
 
 

@@ -78,6 +78,8 @@ def test_a_graded_requirement_score_is_the_share_of_the_specs_requirements_that_
     assert graded["requirements_share"] == pytest.approx(share) and graded["score"] == pytest.approx(share)
     strict = score(code, SPEC)
     assert strict["score"] == (1.0 if share == 1.0 else 0.0)
+    named = score(code, SPEC, requirements_score="fraction_named")["score"]
+    assert named == pytest.approx(share if "ShopList" in code else 0.0)  # the share only when ShopList is there
     assert strict["requirements_share"] == graded["requirements_share"]
     errors = [[(start, end) for start, end, value in result["spans"] if value < 0] for result in (strict, graded)]
     assert errors[0] == errors[1]  # the violations' places are the same error spans
@@ -150,14 +152,17 @@ export function MovieTitleProps({ label }: MovieTitleProps) {
 """
 
 
-@pytest.mark.parametrize("requirements_score", ["all", "fraction"])
-def test_the_template_a_policy_collapsed_onto_scores_below_every_answer(requirements_score):
+@pytest.mark.parametrize(("requirements_score", "most"), [("all", 0.0), ("fraction", 0.5), ("fraction_named", 0.0)])
+def test_the_template_a_policy_collapsed_onto_scores_below_every_answer(requirements_score, most):
     for example in generate_corpus(24, seed=3):
         spec = spec_from_reference(outline(example.code))
         answer = score(example.code, spec, requirements_score=requirements_score)
         template = score(COLLAPSED, spec, requirements_score=requirements_score)
         assert answer["score"] == 1.0 and template["compiled"] == 1, (example.kind, spec)
-        assert template["score"] <= 0.5, (example.kind, spec, template["score"])
+        assert template["score"] <= most, (example.kind, spec, template["score"])
+    renamed = COLLAPSED.replace("export function MovieTitleProps", f"export function {example.name}")
+    named = score(renamed, spec, requirements_score="fraction_named")["score"]
+    assert 0.0 < named < 1.0  # under the requested name it gets the share it meets, not the answer's score
 
 
 def test_requirements_false_scores_compilation_alone_on_a_row_with_a_spec():

@@ -407,21 +407,32 @@ def test_preset_selects_estimator_and_reward_manager_in_one_override(tokenizer_d
         assert dict(config.reward.bot_token) == {option.name: option.default for option in fields(TokenRewardConfig)}
 
 
-def test_a_graded_react_spec_reaches_the_token_rewards_through_the_bot_token_manager(tokenizer_dir):
-    """``requirements_score=fraction`` end to end: verl's reward loop, the bot_token manager, react_tsx with a row's
-    spec. The component meets 3 of the spec's 5 requirements (it is ShopList with its prop, but renders an <ol>:
-    no <ul>, and a stray element), so its outcome is 0.6: every token outside the two error spans on the stray tag
-    gets 0.6, those get -1."""
+@pytest.mark.parametrize(
+    ("how", "name", "share", "outcome"),
+    [
+        ("fraction", "ShopList", 0.6, 0.6),
+        ("fraction_named", "ShopList", 0.6, 0.6),
+        ("fraction_named", "Other", 0.2, 0.0),
+    ],
+)
+def test_a_graded_react_spec_reaches_the_token_rewards_through_the_bot_token_manager(
+    tokenizer_dir, how, name, share, outcome
+):
+    """``requirements_score=fraction`` (and ``fraction_named``) end to end: verl's reward loop, the bot_token
+    manager, react_tsx with a row's spec. ShopList meets 3 of the spec's 5 requirements (its prop, <li>; but it
+    renders an <ol>: no <ul>, and a stray element), so its outcome is 0.6: every token outside the two error spans
+    on the stray tag gets 0.6, those get -1. Under another name it meets 1 (<li>), which ``fraction_named`` does
+    not count: outcome 0."""
     reward_file = Path(__file__).resolve().parents[1] / "reward_models" / "react_tsx.py"
     config = reward_config(
         tokenizer_dir,
         reward_file,
         "compute_score",
-        "+reward.custom_reward_function.reward_kwargs.requirements_score=fraction",
+        f"+reward.custom_reward_function.reward_kwargs.requirements_score={how}",
     )
     tokenizer = byte_level_bpe()
     response = (
-        "```tsx\nexport function ShopList({ items }: { items: string[] }) {\n"
+        f"```tsx\nexport function {name}({{ items }}: {{ items: string[] }}) {{\n"
         "  return <ol><li>{items.length}</li></ol>;\n}\n```\n"
     )
     sample = agent_loop_sample(tokenizer, response)
@@ -442,8 +453,7 @@ def test_a_graded_react_spec_reaches_the_token_rewards_through_the_bot_token_man
         lambda: load_reward_manager(config, tokenizer), lambda manager: manager.run_single(sample)
     )
     score = result["reward_score"]
-    assert float(score) == pytest.approx(0.6) and result["reward_extra_info"]["requirements_share"] == pytest.approx(
-        0.6
-    )
+    assert float(score) == pytest.approx(outcome)
+    assert result["reward_extra_info"]["requirements_share"] == pytest.approx(share)
     stray = [(start, start + 2, -1.0) for start in (response.index("<ol>") + 1, response.index("</ol>") + 2)]
-    np.testing.assert_allclose(score.token_rewards, expected_token_rewards(tokenizer, response, 0.6, stray))
+    np.testing.assert_allclose(score.token_rewards, expected_token_rewards(tokenizer, response, outcome, stray))
