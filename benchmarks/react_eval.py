@@ -13,8 +13,9 @@ same prompts, the same number of samples each) and scores every sample with the 
   (``--judge-endpoint``, ``--judge-model``: any OpenAI-compatible endpoint comparing their screenshots, both
   orders), else the levels do (a tie is 0.5). Without an endpoint this is the deterministic spec-based stand-in.
 
-Every rate has a 95% bootstrap interval over prompts (samples of a prompt stay together). Writes JSON (with every
-sample's level, per prompt) and a PNG.
+Every rate has a 95% bootstrap interval over prompts (samples of a prompt stay together). Besides, per run, its
+**template share** (:func:`template_share`): how much of it is one response whatever the prompt. Writes JSON
+(with every sample's level, per prompt) and a PNG.
 
     python -m benchmarks.react_eval A/validation/60.jsonl B/validation/60.jsonl --names grpo,bot_grpo \\
         --out benchmarks/results/react_eval.json
@@ -28,8 +29,9 @@ prompt, with a 95% interval that resamples seeds and prompts (:func:`pooled_diff
 import argparse
 import concurrent.futures
 import json
+import re
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +56,15 @@ def read_dump(path: Path) -> dict[str, list[dict]]:
                 raise ValueError(f"{path}:{number}: a validation sample needs input, output and gts")
             samples[row["input"]].append(row)
     return dict(samples)
+
+
+def template_share(dump: dict[str, list[dict]]) -> float:
+    """The share of a dump's samples whose response is its most frequent one once names are set aside (every
+    capitalized identifier made one, whitespace collapsed): about 1/samples for a policy that answers each prompt,
+    near 1 for one that writes a template whatever the prompt asks."""
+    outputs = [sample["output"] for samples in dump.values() for sample in samples]
+    shapes = Counter(" ".join(re.sub(r"\b[A-Z]\w*", "X", output).split()) for output in outputs)
+    return shapes.most_common(1)[0][1] / shapes.total()
 
 
 def level_of(sample: dict, spec: dict, level: str, screenshots: bool) -> tuple[int, bytes | None]:
@@ -120,6 +131,7 @@ def evaluate(a_path: Path, b_path: Path, level: str = "syntax", judge: JudgeClie
         "samples_per_prompt": len(a[prompts[0]]),
         **rates,
         "win_rate_a_over_b": interval(wins),
+        "template_share": {"a": template_share(a), "b": template_share(b)},
         "levels": {"prompts": prompts, **sample_levels},
     }
 
@@ -213,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(result, names, args.out.with_suffix(".png"))
     for key, name in (("a", names[0]), ("b", names[1])):
         rates = ", ".join(f"{metric} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for metric, v in result[key].items())
-        print(f"{name}: {rates}")
+        print(f"{name}: {rates}, template share {result['template_share'][key]:.3f}")
     mean, low, high = result["win_rate_a_over_b"]
     print(f"win rate of {names[0]} over {names[1]} ({result['judge']}): {mean:.3f} [{low:.3f}, {high:.3f}]")
     return 0

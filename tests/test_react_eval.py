@@ -47,6 +47,17 @@ def test_rates_and_the_win_rate_follow_the_levels(tmp_path):
     low, high = result["win_rate_a_over_b"][1:]
     assert low <= 0.75 <= high
     assert result["levels"] == {"prompts": ["prompt 0", "prompt 1"], "a": [[3, 2], [1, 0]], "b": [[2, 2], [0, 0]]}
+    assert result["template_share"] == {"a": 0.5, "b": 0.5}  # A's list under two names, B's repeats
+
+
+def test_the_template_share_is_the_most_frequent_response_with_names_set_aside():
+    def dump(*codes):
+        return {f"prompt {p}": [{"output": fenced(code)} for code in codes[2 * p : 2 * p + 2]] for p in range(2)}
+
+    distinct = dump(ANSWERS["fails"], ANSWERS["compiles"], REFERENCE, "export const answer = 1;\n")
+    assert react_eval.template_share(distinct) == 0.25
+    renamed = dump(REFERENCE, ANSWERS["fails"], LIST.format(name="CartList").replace("  ", "    "), REFERENCE)
+    assert react_eval.template_share(renamed) == 0.75  # other names and indentation: the same response
 
 
 def evaluation(a_levels, b_levels, prompts=None):
