@@ -69,10 +69,10 @@ setup(
             "twine>=5,<7",
             "setuptools>=77",
             # tests/test_react_judge.py: the judge's client (the [judge] extra).
-            "openai>=1.40,<4",
+            "openai>=1.55.3,<4",
         ],
         # reward_models/react_judge.py: the React reward's optional judge, an OpenAI-compatible endpoint.
-        "judge": ["openai>=1.40,<4"],
+        "judge": ["openai>=1.55.3,<4"],
         # verl's own extra: its vllm and tensordict ranges, not a weaker restatement of ours.
         "gpu": ["verl[vllm]>=0.9.1,<0.10"],
     },

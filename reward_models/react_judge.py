@@ -153,6 +153,8 @@ class JudgeConfig:
     on_failure: str = "fallback"
 
     def __post_init__(self):
+        if not self.endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"judge endpoint={self.endpoint!r} must be an http:// or https:// URL")
         if self.mode not in MODES:
             raise ValueError(f"judge mode={self.mode!r} is not one of {list(MODES)}")
         if self.on_failure not in ON_FAILURE:

@@ -208,7 +208,7 @@ def test_a_server_that_wants_a_key_gets_it_from_the_environment_variable_or_the_
         assert client_of(server, api_key_env="JUDGE_KEY").score("r", CODE) == 0.7
         assert client_of(server, api_key="sk-test").score("r", "other code") == 0.7
         assert all(headers["authorization"] == "Bearer sk-test" for _, _, headers, _ in server.requests[1:])
-        assert "sk-test" not in repr(JudgeConfig("u", "m", api_key="sk-test"))
+        assert "sk-test" not in repr(JudgeConfig("http://h/v1", "m", api_key="sk-test"))
 
 
 def test_a_text_only_server_is_judged_in_text_mode_and_named_in_vision_mode():
@@ -313,6 +313,11 @@ def test_no_judgment_scores_the_fallback_counts_it_in_the_metrics_and_holds_the_
 def test_a_bad_judge_option_is_named(option, value, message):
     with pytest.raises(ValueError, match=message):
         rt.parse_options({"render": True, "judge_endpoint": "http://h/v1", "judge_model": "m", option: value})
+
+
+def test_an_endpoint_that_is_not_an_http_url_is_named():
+    with pytest.raises(ValueError, match=r"judge endpoint='judge-host:8000/v1' must be an http:// or https:// URL"):
+        JudgeConfig("judge-host:8000/v1", "judge")
 
 
 def test_a_judge_without_the_openai_package_names_the_extra(monkeypatch):
