@@ -11,10 +11,11 @@ Two questions, each a rubric prompt with a strictly parsed answer:
 The transport is the ``openai`` package's ``AsyncOpenAI`` (the ``[judge]`` extra, imported on first use): the base
 URL, an API key (the config's, else the environment variable it names), the client's own timeout and retries
 (connection errors, 408, 409, 429, 5xx), the environment's proxy settings (``HTTPS_PROXY``, ``NO_PROXY``, ...). Its
-requests run on one event loop in a thread of this process, so threads and event loops alike can ask.
+requests run on one event loop in a thread of its own, so any thread can ask (a blocking call: from an event
+loop, ask from an executor, as ``react_tsx.compute_score_async`` does).
 
 What reaches the judge cannot break out of its place: the code sits in a fence longer than any run of backticks
-in it (:func:`fenced`), and a score is read only from the judge's answer, which must hold exactly one
+in it (:func:`fence_for`), and a score is read only from the judge's answer, which must hold exactly one
 ``SCORE: k`` line (``WINNER: A|B`` for a comparison).
 
 Failures, in two kinds:
