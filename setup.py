@@ -55,7 +55,7 @@ setup(
         "uvicorn",
         # reward_models/math_prm.py: the final answer is checked with math-verify (antlr 4.9.3, as hydra pins).
         "math-verify[antlr4-9-3]>=0.9,<1",
-        # reward_models/react_judge.py: the judge endpoint's HTTP client.
+        # reward_models/http_json.py: the PRM endpoint's HTTP client.
         "httpx>=0.27",
     ],
     extras_require={
@@ -68,7 +68,11 @@ setup(
             "build>=1.2",
             "twine>=5,<7",
             "setuptools>=77",
+            # tests/test_react_judge.py: the judge's client (the [judge] extra).
+            "openai>=1.55.3,<4",
         ],
+        # reward_models/react_judge.py: the React reward's optional judge, an OpenAI-compatible endpoint.
+        "judge": ["openai>=1.55.3,<4"],
         # verl's own extra: its vllm and tensordict ranges, not a weaker restatement of ours.
         "gpu": ["verl[vllm]>=0.9.1,<0.10"],
     },

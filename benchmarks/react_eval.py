@@ -296,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.a is None or args.b is None:
         parser.error("give two validation dumps, or --pool with evaluations")
     names = tuple(args.names.split(","))
-    judge = JudgeClient(JudgeConfig(args.judge_endpoint, args.judge_model)) if args.judge_endpoint else None
+    judge = None
+    if args.judge_endpoint:  # screenshots compared: a vision model
+        judge = JudgeClient(JudgeConfig(args.judge_endpoint, args.judge_model, mode="vision", deadline_s=180.0))
     result = evaluate(args.a, args.b, args.level, judge)
     result.update(names=list(names), judge=args.judge_model or None, a_path=str(args.a), b_path=str(args.b))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,10 @@ verl loads them by file path: ``reward.custom_reward_function.path=$(bot-grpo-ve
 
 - :mod:`bot_grpo_verl.rewards.prm`: process reward models: the step scorer, over ``prm_formats``, ``prm_local``,
   ``prm_endpoint`` (``prm_http``) and ``micro_batcher``; ``prm_values`` shapes its probabilities into step values.
-  ``http_json`` is the ``httpx`` transport of the PRM endpoint and the React judge (deadlines, retries).
+  ``http_json`` is the ``httpx`` transport of the PRM endpoint (deadlines, retries).
 - :mod:`bot_grpo_verl.rewards.react_tsx`: the React/TSX compile reward, diagnostics as spans (``compute_score``).
+  Its optional judge, :mod:`bot_grpo_verl.rewards.react_judge`, asks an OpenAI-compatible endpoint (the ``[judge]``
+  extra).
 - :mod:`bot_grpo_verl.rewards.math_prm`: the math reward, PRM steps plus a math-verify outcome (``compute_score``).
 - :mod:`bot_grpo_verl.rewards.arithmetic_steps`: the demo's exact arithmetic verifier (``compute_score``).
 - :mod:`bot_grpo_verl.rewards.calculator`: a calculator tool for verl's tool agent loop (loaded by path, with a

@@ -1,4 +1,4 @@
-"""JSON over HTTP for the reward endpoints (served PRMs, judges), on ``httpx``: a deadline for each whole attempt,
+"""JSON over HTTP for the served PRM endpoint, on ``httpx``: a deadline for each whole attempt,
 retries, a limit on requests in flight.
 
 One attempt is one request on a fresh connection (no keep-alive) whose whole exchange (connect, send, status

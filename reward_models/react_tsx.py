@@ -140,8 +140,18 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
   ``0.5``, in ``[0, 1]``), ``judge_samples`` (``int``, default ``1``), ``judge_request_key`` (``str``, default
   ``"instruction"``): with an OpenAI-compatible endpoint, a response that compiles, renders (``render=True`` is
   required) and meets its spec is judged against ``extra_info[judge_request_key]``
-  (:mod:`bot_grpo_verl.rewards.react_judge`): its score is ``(1 - w) + w * mean(judgments)``; ``judged``,
-  ``judge_score`` and ``judge_spread`` (max - min of the judgments: the judge's noise) are logged.
+  (:mod:`bot_grpo_verl.rewards.react_judge`, the ``[judge]`` extra): its score is ``(1 - w) + w * mean(judgments)``;
+  ``judged``, ``judge_score``, ``judge_spread`` (max - min of the judgments: the judge's noise) and
+  ``judge_no_judgment`` are logged.
+- ``judge_mode`` (``str``, default ``"text"``): ``"text"``, the judge sees the code; ``"vision"``, the code and a
+  screenshot of the render (a vision model, checked once with a blank image).
+- ``judge_deadline`` (``float``, default ``None``: ``timeout``, in ``(0, 86400]``): seconds the judge may take for
+  one response, all its judgments and retries included.
+- ``judge_api_key_env`` (``str``, default ``"OPENAI_API_KEY"``): the environment variable holding the judge's API key.
+- ``judge_fallback`` (``float``, default ``0.0``, in ``[0, 1]``), ``judge_on_failure`` (``str``, default
+  ``"fallback"``): a judgment without a usable answer within the deadline counts as ``judge_fallback`` (counted in
+  ``judge_no_judgment``), or, with ``"raise"``, raises. A wrong configuration (model not served, key or image
+  refused) always raises.
 """
 
 # No ``from __future__ import annotations``: verl loads this file without registering it in sys.modules,
@@ -155,12 +165,15 @@ import math
 import numbers
 import re
 import threading
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from bot_grpo_verl.options import options_from_kwargs
 from bot_grpo_verl.rewards.node_worker import CheckerError, CheckerSetupError, WorkerClient, shared  # noqa: F401  (the errors are this reward's API)
-from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
+from bot_grpo_verl.rewards.react_judge import MODES as JUDGE_MODES
+from bot_grpo_verl.rewards.react_judge import ON_FAILURE as JUDGE_ON_FAILURE
+from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig, require_openai
 from bot_grpo_verl.rewards.react_render import render_flags, screenshot_png, shared_renderer
 from bot_grpo_verl.rewards.react_requirements import ReactSpec, check_requirements, spec_from_reference
 
@@ -205,6 +218,11 @@ class Options:
     judge_weight: float = 0.5
     judge_samples: int = 1
     judge_request_key: str = "instruction"
+    judge_mode: str = "text"
+    judge_deadline: float | None = None
+    judge_api_key_env: str = "OPENAI_API_KEY"
+    judge_fallback: float = 0.0
+    judge_on_failure: str = "fallback"
 
 
 def _check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -249,13 +267,26 @@ def parse_options(kwargs: dict) -> Options:
             raise ValueError(f"{name}={getattr(options, name)!r} must be a bool")
     _check_number("judge_weight", options.judge_weight, 0.0, 1.0)
     _check_positive_int("judge_samples", options.judge_samples)
+    _check_choice("judge_mode", options.judge_mode, JUDGE_MODES)
+    _check_choice("judge_on_failure", options.judge_on_failure, JUDGE_ON_FAILURE)
+    _check_number("judge_fallback", options.judge_fallback, 0.0, 1.0)
+    if options.judge_deadline is not None:
+        _check_number("judge_deadline", options.judge_deadline, 0.0, MAX_TIMEOUT, low_open=True)
     if options.judge_endpoint and not (options.render and options.judge_model):
         raise ValueError(
             "judge_endpoint needs render=True (the judge scores only components that compile and render) and "
             "judge_model (the served model name)"
         )
+    if options.judge_endpoint:
+        require_openai()
     # Plain Python values: numpy scalars pass the checks, and the worker's requests are JSON.
-    return Options(**{field.name: field.type(getattr(options, field.name)) for field in fields(Options)})
+    return Options(**{field.name: _plain(getattr(options, field.name), field.type) for field in fields(Options)})
+
+
+def _plain(value, annotation):
+    """``value`` as the plain Python value of its field's type (``annotation``, or its one type besides None)."""
+    kinds = [kind for kind in typing.get_args(annotation) if kind is not type(None)] or [annotation]
+    return None if value is None else kinds[0](value)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -670,7 +701,7 @@ def unchecked(blocks, result: dict, spec, options: Options) -> dict:
     return {**result, "requirements_met": 0, "requirements_unmet": 0, "requirements_share": 0.0}
 
 
-_judges: dict[tuple[str, str], JudgeClient] = {}
+_judges: dict[JudgeConfig, JudgeClient] = {}
 _judges_lock = threading.Lock()
 
 
@@ -680,38 +711,56 @@ def _say_the_judge_is_off() -> None:
 
 
 def judge_for(options: Options) -> JudgeClient | None:
-    """The process's judge client for the options' endpoint and model (None without an endpoint, which a
-    ``render=True`` run says once in its log)."""
+    """The process's judge client for the options' judge settings (None without an endpoint, which a
+    ``render=True`` run says once in its log); its deadline is ``judge_deadline``, else ``timeout``."""
     if not options.judge_endpoint:
         if options.render:
             _say_the_judge_is_off()
         return None
-    key = (options.judge_endpoint, options.judge_model)
+    config = JudgeConfig(
+        options.judge_endpoint,
+        options.judge_model,
+        mode=options.judge_mode,
+        deadline_s=options.timeout if options.judge_deadline is None else options.judge_deadline,
+        api_key_env=options.judge_api_key_env,
+        fallback=options.judge_fallback,
+        on_failure=options.judge_on_failure,
+    )
     with _judges_lock:
-        if key not in _judges:
-            _judges[key] = JudgeClient(
-                JudgeConfig(options.judge_endpoint, options.judge_model, timeout_s=options.timeout)
-            )
-        return _judges[key]
+        if config not in _judges:
+            _judges[config] = JudgeClient(config)
+        return _judges[config]
+
+
+def wants_screenshot(options: Options) -> bool:
+    """Whether the render keeps a screenshot: for a judge in vision mode."""
+    return bool(options.judge_endpoint) and options.judge_mode == "vision"
 
 
 def with_judge(result: dict, extra_info, code: str | None, screenshot: bytes | None, options: Options) -> dict:
     """``result`` with the judge's score mixed in (``judge_endpoint`` set): only a response that scores 1 (it
     compiles, renders and meets its spec) is judged, ``judge_samples`` times; its score becomes ``(1 - w) + w *
-    mean`` with ``w = judge_weight``, and ``judge_spread`` (max - min of the judgments) logs the judge's noise."""
+    mean`` with ``w = judge_weight``, a missing judgment counted as ``judge_fallback`` (``judge_no_judgment``
+    counts them), and ``judge_spread`` (max - min of the judgments) logs the judge's noise."""
     judge = judge_for(options)
     if judge is None:
         return result
-    result = {**result, "judged": 0, "judge_score": 0.0, "judge_spread": 0.0}
+    result = {**result, "judged": 0, "judge_score": 0.0, "judge_spread": 0.0, "judge_no_judgment": 0}
     if result["score"] != 1.0:
         return result
     request = (extra_info or {}).get(options.judge_request_key)
     if not isinstance(request, str) or not request:
         raise ValueError(f"the judge needs the request in extra_info[{options.judge_request_key!r}], got {request!r}")
-    scores = [judge.score(request, code, screenshot, sample) for sample in range(options.judge_samples)]
-    mean = sum(scores) / len(scores)
-    score = (1 - options.judge_weight) + options.judge_weight * mean
-    return {**result, "score": score, "judged": 1, "judge_score": mean, "judge_spread": max(scores) - min(scores)}
+    verdict = judge.judge(request, code, screenshot, options.judge_samples)
+    score = (1 - options.judge_weight) + options.judge_weight * verdict.score
+    return {
+        **result,
+        "score": score,
+        "judged": int(bool(verdict.scores)),
+        "judge_score": verdict.score,
+        "judge_spread": verdict.spread,
+        "judge_no_judgment": verdict.missing,
+    }
 
 
 def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
@@ -730,7 +779,7 @@ def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=
     render_answer = None
     if options.render and all(answer["ok"] for answer in answers):
         try:
-            render_answer = shared_renderer().render([codes[-1]], options.timeout, bool(options.judge_endpoint))[0]
+            render_answer = shared_renderer().render([codes[-1]], options.timeout, wants_screenshot(options))[0]
         except CheckerError:
             render_answer = {"status": "bundle_error", "elements": 0}
     result = finish(solution_str, blocks, answers, render_answer, spec, options)
@@ -767,7 +816,7 @@ async def compute_score_async(data_source, solution_str: str, ground_truth=None,
     render_answer = None
     if options.render and all(answer["ok"] for answer in answers):
         try:
-            render = shared_renderer().render_async([codes[-1]], options.timeout, bool(options.judge_endpoint))
+            render = shared_renderer().render_async([codes[-1]], options.timeout, wants_screenshot(options))
             render_answer = (await render)[0]
         except CheckerError:
             render_answer = {"status": "bundle_error", "elements": 0}
