@@ -36,24 +36,24 @@ PATCHES = sorted((REPO / "patches" / f"verl-{PATCHED_VERL}").glob("*.patch"))
 INSTALLED_VERL = Path(importlib.util.find_spec("verl").submodule_search_locations[0])
 VERL_TESTS_UNSET = ("PYTHONPATH", "BOT_GRPO_CPU", "BOT_GRPO_SELECTED", "VERL_PLATFORM", "VERL_ENGINE_DEVICE")
 PYTEST_ASYNCIO = "pytest-asyncio==1.5.0"  # verl's test extra, unpinned there; its async tests need it
+ASYNCIO_LOOP_SCOPE = "asyncio_default_fixture_loop_scope=function"  # silences pytest-asyncio's deprecation warning
 SEAM_ROW = re.compile(r"^\| `(\w+\.\w+)` \|(.*)\|$", re.MULTILINE)
 IMPORT_ROW = re.compile(r"^\| `(verl[\w.]*)` \| `([\w/.]+)` \|(.*)\|$", re.MULTILINE)
 HEADER = re.compile(r"^(Subject|Retires|Verl-tests): (.+)$", re.MULTILINE)
 CHANGED_FILE = re.compile(r"^\+\+\+ b/(\S+)", re.MULTILINE)
 
 
-def touches_verl(node: ast.AST) -> bool:
-    """Whether a function imports from verl, calls the guard or the wrapper, or names a ``verl.`` module (its
-    docstring aside)."""
-    docstring = ast.get_docstring(node, clean=False) if isinstance(node, ast.FunctionDef | ast.ClassDef) else None
+def touches_verl(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
+    """Whether a function or class imports from verl, calls the guard or the wrapper, or names a ``verl.`` module
+    outside its docstring."""
+    docstring = node.body[0].value if ast.get_docstring(node, clean=False) is not None else None
     for child in ast.walk(node):
         if isinstance(child, ast.ImportFrom) and (child.module or "").split(".")[0] == "verl":
             return True
         if isinstance(child, ast.Call) and getattr(child.func, "id", None) in ("require", "wrap_once"):
             return True
-        if isinstance(child, ast.Constant) and isinstance(child.value, str) and child.value != docstring:
-            if child.value.startswith("verl."):
-                return True
+        if isinstance(child, ast.Constant) and str(child.value).startswith("verl.") and child is not docstring:
+            return True
     return False
 
 
@@ -82,7 +82,7 @@ def package_files() -> list[tuple[str, Path]]:
 
 
 def verl_imports_outside_compat() -> set[tuple[str, str]]:
-    """(``verl.module.name`` or ``verl``, file relative to the package) of every verl import outside ``verl_compat/``."""
+    """(``verl.module.name`` or ``verl``, file relative to the package) of each verl import outside ``verl_compat/``."""
     found = set()
     for relative, path in package_files():
         if relative.startswith("verl_compat/"):
@@ -246,7 +246,7 @@ def verl_tests(root: Path, plugins: Path, tests: list[str]) -> subprocess.Comple
     as verl's CI runs them: no ``verl.plugins`` loaded (this one would wrap the patched functions), no CPU mode."""
     env = {name: value for name, value in os.environ.items() if name not in VERL_TESTS_UNSET}
     env |= {"PYTHONPATH": os.pathsep.join([str(root), str(plugins)]), "VERL_USE_EXTERNAL_PLUGINS": "none"}
-    options = ["-q", "-p", "no:cacheprovider", "-p", "pytest_asyncio", "-o", "asyncio_default_fixture_loop_scope=function"]
+    options = ["-q", "-p", "no:cacheprovider", "-p", "pytest_asyncio", "-o", ASYNCIO_LOOP_SCOPE]
     command = [sys.executable, "-m", "pytest", *options, *tests]
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
 
@@ -258,7 +258,7 @@ def passed(run: subprocess.CompletedProcess) -> int:
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
-def test_verls_own_cpu_tests_pass_on_the_patched_verl_and_the_patches_tests_fail_without_them(verl_test_tools, tmp_path):
+def test_verls_cpu_tests_pass_on_the_patched_verl_and_the_patches_tests_fail_without_it(verl_test_tools, tmp_path):
     sdist, plugins = verl_test_tools
     touched = sorted({name for patch in PATCHES for name in changed_files(patch)})
     for name in touched:  # the patches were made against the installed package: it is verl's released tree
