@@ -23,7 +23,9 @@ here touches its internals, after checking with :func:`~.guard.require` that the
 
 :func:`apply_adapters` applies the first five once per process, when a run first selects the plugin there
 (:mod:`bot_grpo_verl.selection`); the CPU mode's are applied where the run asks for it (:mod:`bot_grpo_verl.cpu`).
-Importing this package does not import verl.
+Importing this package does not import verl. ``docs/verl-seams.md`` lists every seam with the verl internal it
+relies on, the release it was checked against and the smallest verl change that would retire it, and links the
+patches against verl (``patches/verl-0.9.1/``) that retire the small ones.
 """
 
 from __future__ import annotations
