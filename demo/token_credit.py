@@ -131,16 +131,13 @@ TOKEN_CREDIT = Task(
     reference=lambda problem: (problem.response, {"kind": problem.kind, "items": len(problem.items)}),
     score_samples=transformation_metrics,
     sources=(Path(__file__), Path(react_corpus.__file__)),  # it draws with react_corpus.draw_distinct
+    # The demo's default Qwen2 (hidden 128, 4 layers). A 118K-parameter one (hidden 64, 2 layers) solved none of 64
+    # validation samples after 400 supervised steps at 1e-2 (letters right in place 0.23, lengths right 0.05).
     settings=DemoSettings(
         sft_examples=4000,
         vocab_size=320,
-        hidden_size=64,
-        intermediate_size=192,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=160,
-        sft_steps=300,
+        sft_steps=1500,
         eval_samples=128,
         max_response_tokens=72,
     ),

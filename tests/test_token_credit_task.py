@@ -15,6 +15,7 @@ from conftest import verl_config
 from tiny_demo import TINY as DEMO_TINY
 
 from benchmarks import matrix
+from benchmarks import token_credit as study
 from bot_grpo_verl.reward.token_rewards import parse_reward_result
 from bot_grpo_verl.rewards import token_credit
 from demo.assets import build_assets
@@ -248,3 +249,26 @@ def test_a_runs_cpu_seconds_count_its_descendants():
         cpu.sample(process.pid)
         time.sleep(0.2)
     assert 0.5 <= cpu.total < 5  # the grandchild's 0.6 s, counted once however often it was sampled
+
+
+# ---------------------------------------------------------------- the study's commands
+
+
+@pytest.mark.parametrize(("accuracy", "fine"), [(0.0, False), (0.09, False), (0.1, True), (0.3, True), (0.31, False)])
+def test_only_a_modest_warm_start_may_start_the_study(accuracy, fine):
+    problem = study.start_problem({"accuracy": accuracy, "eval_samples": 128})
+    assert (problem is None) == fine
+    assert fine or f"{accuracy:.3f} of 128" in problem
+
+
+def test_compare_runs_one_seed_of_the_three_cells_on_validation_then_reports_them(tmp_path, monkeypatch):
+    calls = {}
+    monkeypatch.setattr(matrix, "run_matrix", lambda *args: calls.setdefault("matrix", args))
+    monkeypatch.setattr(study.protocol_report, "main", lambda argv: calls.setdefault("report", argv) and 0)
+    assert study.main(["compare", "--steps", "6", "--lr", "1e-3", "--seed", "4", "--out", str(tmp_path)]) == 0
+    task, plan, steps, runs, _, validation, results, commit = calls["matrix"]
+    assert (task, steps, runs, results, commit) == ("token_credit", 6, tmp_path / "runs", tmp_path / "results", False)
+    assert sorted(plan) == [(cell, 1e-3, 4) for cell in ("bot_grpo", "bot_grpo_shuffled", "grpo")]
+    assert validation.splits == ("val",) and validation.before
+    report = calls["report"]
+    assert report[report.index("--results") + 1] == str(tmp_path / "results")
