@@ -6,7 +6,7 @@ STAMP := $(VENV)/.bot-grpo-verl-installed
 # Keep pip's cache inside the project, never in the user's home.
 export PIP_CACHE_DIR ?= $(CURDIR)/.cache/pip
 
-.PHONY: setup demo compare test lint bench check clean
+.PHONY: setup demo compare token-credit-compare test lint bench check clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -52,6 +52,10 @@ demo: setup
 # GRPO (outcome reward) beside BoT-GRPO (token rewards), same seed, one plot.
 compare: setup
 	$(PY) -m demo.run --steps $(DEMO_STEPS) --algorithms grpo,bot_grpo --out runs/compare
+
+# One seed of GRPO, BoT-GRPO and the shuffled control on the token-credit task (issue 43), with its plot.
+token-credit-compare: setup
+	OMP_NUM_THREADS=1 $(PY) -m benchmarks.token_credit compare --out runs/token-credit-compare
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -56,7 +56,9 @@ from demo.tasks import (
     TOOL_ARITHMETIC_TASK,
     Task,
 )
+from demo.token_credit import TOKEN_CREDIT, TOKEN_CREDIT_REWARD
 from demo.training import (
+    MAX_PROMPT_LENGTH,
     MAX_RESPONSE_LENGTH,
     PROMPTS_PER_STEP,
     base_overrides,
@@ -74,6 +76,9 @@ TRAIN_METRICS = (
     "reward_extra/token_reward_mean/mean",
     "reward_extra/calls/mean",
     "reward_extra/calls_progressing/mean",
+    "reward_extra/items_correct/mean",
+    "reward_extra/length_error/mean",
+    "reward_extra/flipped/mean",
     "critic/advantages/max",
     "critic/advantages/min",
     "actor/entropy",
@@ -102,6 +107,8 @@ class CpuTask:
         metric_name: what ``metric`` and the held-out ``acc`` measure, on the progress lines.
         as_asked: a stricter held-out success than the reward's ``acc``, for a reward a policy can satisfy
             without doing the task (None: ``acc`` is the task); recorded as the split ``<split>:as_asked``.
+        max_prompt_length, max_response_length: verl's token budgets (``data.max_prompt_length``,
+            ``data.max_response_length``; DAPO's overlong buffer is a fifth of the latter).
     """
 
     assets: Task
@@ -112,6 +119,8 @@ class CpuTask:
     held_out: bool = False
     metric_name: str = "compile rate"
     as_asked: Callable[[dict], bool] | None = None
+    max_prompt_length: int = MAX_PROMPT_LENGTH
+    max_response_length: int = MAX_RESPONSE_LENGTH
 
 
 # The stability study's variants: the exact step verifier's clean, bounded rewards against the same rewards
@@ -130,6 +139,9 @@ REACT_VARIANTS = {
 # The agentic task's score for the outcome-level algorithms: the outcome, or the mean or smallest turn value
 # (reward_models/tool_arithmetic.py): GRPO given the per-turn information BoT-GRPO gets.
 AGENT_VARIANTS = {"": (), "turn_mean": (("score", "turn_mean"),), "turn_min": (("score", "turn_min"),)}
+# The token-credit study's labels (reward_models/token_credit.py): exact, or each item's label flipped with
+# probability 0.1 or 0.3 (the score stays exact).
+TOKEN_CREDIT_VARIANTS = {"": (), "flip10": (("flip", "0.1"),), "flip30": (("flip", "0.3"),)}
 TASKS = {
     "agent": CpuTask(
         TOOL_ARITHMETIC_TASK,
@@ -148,6 +160,18 @@ TASKS = {
     ),
     "arith_hard": CpuTask(
         ARITHMETIC_HARD, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.3, ARITHMETIC_VARIANTS, True, "solve rate"
+    ),
+    # Prompts of up to 63 letters (81 tokens with the chat template), answers of up to 64 tokens with EOS.
+    "token_credit": CpuTask(
+        TOKEN_CREDIT,
+        TOKEN_CREDIT_REWARD,
+        "reward_extra/acc/mean",
+        0.5,
+        TOKEN_CREDIT_VARIANTS,
+        True,
+        "exact rate",
+        max_prompt_length=96,
+        max_response_length=72,
     ),
 }
 
@@ -169,12 +193,12 @@ def run_overrides(
     return merge_presets(
         [
             "+preset=cpu",
-            *base_overrides(assets, steps, out, seed),
+            *base_overrides(assets, steps, out, seed, task.max_prompt_length, task.max_response_length),
             *task.assets.rollout,
             *([f"actor_rollout_ref.actor.optim.lr={lr}"] if lr is not None else []),
             *validation_overrides(assets, validation, out),
             *reward_function_overrides(task.reward, task.variants[variant], ALGORITHMS[algorithm].reward),
-            *algorithm_keys(algorithm, MAX_RESPONSE_LENGTH),
+            *algorithm_keys(algorithm, task.max_response_length),
             f"trainer.experiment_name={cell}-seed{seed}" + (f"-lr{lr:g}" if lr is not None else ""),
         ]
     )
@@ -229,6 +253,7 @@ def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: in
         "steps": len(rows),
         "prompts_per_step": PROMPTS_PER_STEP,
         "wall_seconds": float((out / "DONE").read_text().split()[0]) if (out / "DONE").exists() else None,
+        "cpu_seconds": float((out / "cpu_seconds").read_text()) if (out / "cpu_seconds").exists() else None,
         "train": {key: [row.get(key) for row in rows] for key in TRAIN_METRICS if any(key in row for row in rows)},
         "held_out": {dump.stem: held_out_record(dump, problems, TASKS[task_name].as_asked) for dump in dumps},
     }

@@ -96,7 +96,7 @@ def _preset_discoverable() -> bool:
     )
 
 
-REWARDS = ("react_tsx", "math_prm", "arithmetic_steps", "calculator")
+REWARDS = ("react_tsx", "math_prm", "arithmetic_steps", "calculator", "token_credit")
 
 
 def reward_path(name: str) -> Path:

@@ -21,12 +21,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 COMPILE_RATE = "reward_extra/compiled/mean"
 REACT_SUCCESS = (COMPILE_RATE, "compile rate")  # the React task's success metric and its name on screen
 TOKEN_REWARD = "reward_extra/token_reward_mean/mean"
 STEP_TIME = "timing_s/step"
 HELD_OUT_RATE = re.compile(r"val-core/.+/(acc|reward)/mean@\d+")
+MAX_PROMPT_LENGTH = 64
 MAX_RESPONSE_LENGTH = 160
 PROMPTS_PER_STEP = 8  # prompts (groups of rollouts) per training step
 STALL_SECONDS = 900  # a run that logs no step for this long is stopped (see run_verl)
@@ -34,15 +36,23 @@ STALL_SECONDS = 900  # a run that logs no step for this long is stopped (see run
 Curve = tuple[list[float], list[float]]  # (steps, values)
 
 
-def base_overrides(assets, steps: int, out: Path, seed: int) -> list[str]:
+def base_overrides(
+    assets,
+    steps: int,
+    out: Path,
+    seed: int,
+    max_prompt_length: int = MAX_PROMPT_LENGTH,
+    max_response_length: int = MAX_RESPONSE_LENGTH,
+) -> list[str]:
     """The CPU run's data, model, batch and trainer settings: shared by the demo and every algorithm of the
-    CPU benchmark (presets and the reward function come on top)."""
+    CPU benchmark (presets and the reward function come on top). A task with shorter sequences sets its own
+    token budgets (verl pads every response to ``max_response_length``, so the update's cost follows it)."""
     return [
         f"data.train_files={assets.train_parquet}",
         f"data.val_files={assets.val_parquet}",
         f"data.train_batch_size={PROMPTS_PER_STEP}",
-        "data.max_prompt_length=64",
-        f"data.max_response_length={MAX_RESPONSE_LENGTH}",
+        f"data.max_prompt_length={max_prompt_length}",
+        f"data.max_response_length={max_response_length}",
         f"data.seed={seed}",
         f"actor_rollout_ref.model.path={assets.model_dir}",
         "actor_rollout_ref.rollout.n=4",
@@ -75,6 +85,33 @@ def verl_command(overrides: list[str]) -> list[str]:
     return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
 
 
+class TreeCpu:
+    """CPU seconds (user + system) of a process and all its descendants, read with psutil whenever :meth:`sample` is
+    called: each process counts at its last sample, so a process that lives and ends between two samples is missed
+    and one that ends after a sample loses its time since then (sampled every 10 s, the error is small against the
+    minutes of a run's Ray workers)."""
+
+    def __init__(self):
+        self.seconds: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at the last sample
+
+    def sample(self, pid: int) -> None:
+        try:
+            root = psutil.Process(pid)
+            processes = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        for process in processes:
+            try:
+                times = process.cpu_times()
+                self.seconds[(process.pid, process.create_time())] = times.user + times.system
+            except psutil.Error:
+                continue
+
+    @property
+    def total(self) -> float:
+        return sum(self.seconds.values())
+
+
 def run_verl(
     overrides: list[str],
     out: Path,
@@ -85,11 +122,11 @@ def run_verl(
     stall_seconds: float = STALL_SECONDS,
 ) -> list[dict]:
     """Run ``main_ppo`` with ``overrides``; verl's metrics go to ``out/metrics.jsonl``, its output to
-    ``out/verl.log``. Prints a progress line per step and per validation (prefixed by ``label``; ``success``
-    as in :func:`progress_lines`); returns the metrics, or raises naming the log when verl fails, logs
-    fewer than ``steps`` training steps, or logs none for ``stall_seconds`` (then verl and every process it
-    started are stopped: e.g. DAPO's dynamic sampling on verl V1 regenerates without bound once every group
-    scores alike)."""
+    ``out/verl.log``, its CPU seconds (:class:`TreeCpu`) to ``out/cpu_seconds``. Prints a progress line per step
+    and per validation (prefixed by ``label``; ``success`` as in :func:`progress_lines`); returns the metrics, or
+    raises naming the log when verl fails, logs fewer than ``steps`` training steps, or logs none for
+    ``stall_seconds`` (then verl and every process it started are stopped: e.g. DAPO's dynamic sampling on verl
+    V1 regenerates without bound once every group scores alike)."""
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / "metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
@@ -102,10 +139,12 @@ def run_verl(
     progress = (metrics_path, steps, done, echo_progress, label, success)
     follower = threading.Thread(target=follow, args=progress, daemon=True)
     follower.start()
+    cpu = TreeCpu()
     try:
         with open(out / "verl.log", "w") as log:
-            returncode = wait_logging(command, log, env, metrics_path, stall_seconds)
+            returncode = wait_logging(command, log, env, metrics_path, stall_seconds, cpu)
     finally:
+        (out / "cpu_seconds").write_text(f"{cpu.total:.1f}\n")
         done.set()
         follower.join()
         shutil.rmtree(ray_tmp, ignore_errors=True)
@@ -118,13 +157,18 @@ def run_verl(
     return rows
 
 
-def wait_logging(command: list[str], log, env: dict, progress: Path, stall_seconds: float) -> int | None:
+def wait_logging(
+    command: list[str], log, env: dict, progress: Path, stall_seconds: float, cpu: TreeCpu | None = None
+) -> int | None:
     """Run ``command`` in a session of its own; its exit status, or None when ``progress`` (a file it appends
-    to) has not changed for ``stall_seconds``, in which case the whole session is killed."""
+    to) has not changed for ``stall_seconds``, in which case the whole session is killed. ``cpu`` samples the
+    process tree's CPU time every 10 s."""
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     last = time.monotonic()
     seen = None
     while True:
+        if cpu is not None:
+            cpu.sample(process.pid)
         try:
             return process.wait(timeout=min(10.0, stall_seconds))
         except subprocess.TimeoutExpired:

@@ -1,0 +1,103 @@
+"""The token-credit study (issue 43, benchmarks/PROTOCOL.md): its warm-start check and its one-seed comparison.
+
+``warm-start`` builds (or reuses) the task's assets, checks that the warm start's exact rate on validation samples
+lies in the registered range (a modest start: RL has something to learn and an outcome to learn from), and copies
+the build's small files into ``<results>/warm-starts/<key>/`` (committed with ``--commit``), so the runs can resume
+from the same weights on another machine. It exits 1, naming the figure, when the start is outside the range: the
+sweep must not start from it.
+
+``compare`` reproduces one seed of GRPO, BoT-GRPO and the shuffled control through verl's real trainer, then
+writes the protocol report of those three runs (its ``curves.png``: held-out exact rate per step with 95% bands over
+problems)::
+
+    python -m benchmarks.token_credit compare --steps 24 --out runs/token-credit-compare
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from benchmarks import matrix, protocol_report
+from demo.assets import build_assets
+
+TASK = "token_credit"
+START_RANGE = (0.10, 0.30)  # the registered warm start's exact rate on validation samples
+COMPARED = ("grpo", "bot_grpo", "bot_grpo_shuffled")
+WARM_START_FILES = ("manifest.json", "model", "train.parquet", "val.parquet", "test.parquet")
+
+
+def start_problem(metrics: dict, allowed: tuple[float, float] = START_RANGE) -> str | None:
+    """Why the build's warm start may not start the study (its ``accuracy`` outside ``allowed``), or None."""
+    accuracy = metrics["accuracy"]
+    if allowed[0] <= accuracy <= allowed[1]:
+        return None
+    return (
+        f"the warm start solves {accuracy:.3f} of {metrics['eval_samples']} validation samples, outside the "
+        f"registered [{allowed[0]}, {allowed[1]}]: change the task's sft_steps (demo/token_credit.py), record it in "
+        "benchmarks/PROTOCOL.md, and build again before any RL run"
+    )
+
+
+def warm_start(cache_dir: Path, results: Path, commit: bool) -> int:
+    """``warm-start``: build, check the range, keep the build's files beside the results; 0 when the start is fine."""
+    assets = build_assets(cache_dir, task=matrix.TASKS[TASK].assets)
+    problem = start_problem(assets.metrics)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
+    kept = results / "warm-starts" / assets.root.name
+    if not kept.exists():
+        kept.mkdir(parents=True)
+        for name in WARM_START_FILES:
+            source = assets.root / name
+            (shutil.copytree if source.is_dir() else shutil.copy2)(source, kept / name)
+        if commit:
+            matrix.commit(kept, f"benchmark warm start: {TASK} {assets.root.name}")
+    print(f"warm start {assets.root.name}: exact rate {assets.metrics['accuracy']:.3f}, kept in {kept}")
+    return 0
+
+
+def compare_arguments(steps: int, lr: float, seed: int, every: int, samples: int, out: Path) -> tuple[list, list]:
+    """The matrix's and the report's arguments of ``compare``: :data:`COMPARED` at one learning rate and seed,
+    validated on the validation split (nothing of the study's test split is used)."""
+    runs = [
+        "--task", TASK, "--algorithms", ",".join(COMPARED), "--lrs", f"{lr:g}", "--seeds", str(seed),
+        "--steps", str(steps), "--validate", "val", "--test-freq", str(every), "--val-n", str(samples),
+        "--runs", str(out / "runs"), "--results", str(out / "results"), "--no-report",
+    ]  # fmt: skip
+    report = [
+        "--results", str(out / "results"), "--sweep-dir", str(out / "no-sweep"), "--task", TASK,
+        "--ks", f"1,{samples}", "--same-information", "bot_grpo_shuffled", "--out", str(out / "report"),
+    ]  # fmt: skip
+    return runs, report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    start = commands.add_parser("warm-start", help="build and check the warm start, keep its files")
+    start.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"))
+    start.add_argument("--results", type=Path, default=Path("benchmarks/results/token-credit"))
+    start.add_argument("--commit", action="store_true", help="commit the kept warm start")
+    compare = commands.add_parser("compare", help="one seed of GRPO, BoT-GRPO and the shuffled control, plotted")
+    compare.add_argument("--steps", type=int, default=24)
+    compare.add_argument("--lr", type=float, default=3e-4)
+    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--test-freq", type=int, default=8, help="validate every this many steps")
+    compare.add_argument("--val-n", type=int, default=2, help="samples per validation problem")
+    compare.add_argument("--out", type=Path, default=Path("runs/token-credit-compare"))
+    args = parser.parse_args(argv)
+    if args.command == "warm-start":
+        return warm_start(args.cache_dir, args.results, args.commit)
+    runs, report = compare_arguments(args.steps, args.lr, args.seed, args.test_freq, args.val_n, args.out)
+    matrix.main(runs)
+    status = protocol_report.main(report)
+    print(f"plot: {args.out / 'report' / 'curves.png'}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
