@@ -80,8 +80,13 @@ Bad input. Every response gets a defined result in bounded time, and no response
   missing, ``npm ci`` not run): :class:`CheckerSetupError`, a broken installation, not a bad sample.
 
 Render and requirements. ``render=True`` renders a compiled response's last block in headless Chromium
-(:mod:`bot_grpo_verl.rewards.react_render`): a blank page, a runtime error (its line marked when its position maps
-back) or a timeout scores 0. A row whose ``extra_info["react_spec"]`` states the request's requirements
+(:mod:`bot_grpo_verl.rewards.react_render`), in a worker without network (its own network namespace, see
+``render_isolation``): a blank page, a runtime error (its line marked when its position maps back) or a timeout
+scores 0. Each response keeps its own render result: its page's time limit counts from when a page starts it, not
+while it queues behind others (eight endless loops scored beside four correct components leave the four at 1); a
+failure of the render machinery (its worker or browser died, hung or answered an error) is retried once, then the
+response gets ``checker_error=1`` (score 0, every render flag 0, logged), never a render status.
+A row whose ``extra_info["react_spec"]`` states the request's requirements
 (:mod:`bot_grpo_verl.rewards.react_requirements`) is checked against them: a violation with a place is an error span,
 any violation scores 0 (or lowers the score to the share of requirements that hold, ``requirements_score``). The
 result then also carries ``rendered``, ``render_blank``, ``render_error``, ``render_timeout``, ``render_elements``
@@ -123,7 +128,16 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
 - ``max_diagnostics`` (``int``, default ``20``, > 0): diagnostics the worker sends per block (and that
   get error regions); ``num_diagnostics`` still counts all of them.
 - ``render`` (``bool``, default ``False``): render a compiled response in headless Chromium; it scores 1 only
-  if it shows something (above). Each page may take ``timeout / 2`` seconds.
+  if it shows something (above). Each page may take ``timeout / 2`` seconds from when a page starts it; the render
+  worker is killed as hung when a started render outlives ``timeout``, or when it starts and answers nothing for
+  ``timeout`` while renders wait.
+- ``render_isolation`` (``str``, default ``"namespace"``): how the render worker (Node and its Chromium, where model
+  code runs) is kept off the network. ``"namespace"``: in a network namespace of its own without interfaces
+  (``unshare --net`` as root, ``unshare --user --map-root-user --net`` otherwise), so no browser API can send a
+  packet; where it cannot be made, ``CheckerSetupError`` in one line says what is needed. ``"flags_only"``: no
+  namespace, only Chromium's flags (WebRTC without UDP, no host name resolves, a proxy that goes nowhere) and the
+  page's request rules, a weaker isolation for machines without namespaces, with a warning in the log. The
+  TypeScript worker runs no model code (it parses and type-checks) and runs without a namespace.
 - ``requirements`` (``bool``, default ``True``): check a row's ``extra_info["react_spec"]`` (above); ``False``
   ignores it, scoring compilation (and the render) only, e.g. as the compile-only arm of a comparison on rows
   that carry specs.

@@ -144,6 +144,25 @@ def test_requests_in_flight_when_the_machinery_dies_get_a_checker_error(victim):
         renderer.close()
 
 
+def test_a_crashed_renderer_fails_only_the_request_it_holds():
+    """A renderer that dies under its component (only that component ran in it): that request's runtime_error."""
+    renderer = react_render.RenderChecker()
+    try:
+        assert renderer.render([CORRECT], TIMEOUT)[0]["status"] == "renders"  # one host, reused below
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            future = pool.submit(renderer.render, [SLOW], 20.0)
+            worker = when_started(renderer, 1)
+            for process in browser_of(worker).children(recursive=True):
+                if "--type=renderer" in process.cmdline():
+                    process.kill()
+            [answer] = future.result(timeout=60)
+        assert (answer["status"], answer["exception"]["message"]) == ("runtime_error", "the page crashed")
+        assert renderer.render([CORRECT], TIMEOUT)[0]["status"] == "renders"
+        assert renderer.worker is worker  # the worker and its browser lived on
+    finally:
+        renderer.close()
+
+
 @contextlib.contextmanager
 def killing(victim: str, times: int | None):
     """A thread that kills ``victim`` of the shared render worker whenever that worker has a request on a page,

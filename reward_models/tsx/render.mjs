@@ -2,15 +2,18 @@
 // headless Chromium page: never in this Node process (esbuild only bundles it) and never in Python.
 //
 // Protocol: newline-delimited JSON on stdin and stdout, like worker.mjs. On start the worker writes one line
-//   {"ready": true, "browser": str}
-// then answers each request line
+//   {"ready": true, "browser": str, "network": [str, ...] (the interfaces with an address it sees)}
+// then, for each request line
 //   {"id": int, "code": str, "export"?: str, "timeout_ms": int, "screenshot"?: bool}
+// writes {"id": int, "started": true} when a page starts it (its timeout_ms counts from there), then answers it
 // with one line
 //   {"id": int, "status": "renders" | "blank" | "runtime_error" | "timeout" | "bundle_error",
 //    "elements": int, "text_chars": int, "text": str (first 2,000 characters of the visible text),
 //    "tags": [str, ...] (the distinct tag names rendered), "exception"?: {"message": str, "offset_utf16"?: int},
 //    "screenshot"?: str (base64 PNG)}
-// or {"id": int, "error": str} when the checker itself fails on that request.
+// or {"id": int, "error": str} when the checker itself fails on that request (the browser died, a protocol
+// error): the machinery's failure, never the sample's status. A renderer that crashes fails only its request
+// ("runtime_error", "the page crashed": only that request's component ran in it).
 //
 // The component: the module's default export, else the export named "export", else its first exported
 // function. It is rendered with React 19 (react-dom/client) into an empty page, every prop it reads an empty
@@ -19,10 +22,16 @@
 // raised no error; "blank": nothing visible (null, an empty fragment, empty elements); "runtime_error": a
 // throw while rendering or in an effect, an unhandled rejection or an error event (the first one is reported,
 // its position in the code mapped back through the bundle's source map); "timeout": the page did not finish
-// within timeout_ms (an endless loop, a render storm), after which its renderer is killed.
+// within timeout_ms from its start on a page, screenshot and removal included (an endless loop, a render storm),
+// after which its renderer is killed.
 //
-// Isolation (see docs/bad-input.md): one browser and a pool of warm host pages, each in an incognito context of
-// its own (its own renderer processes). A host never runs model code: each component gets a sandboxed iframe
+// Isolation (see docs/bad-input.md): this process and its browser have no network at all: the launcher
+// (reward_models/node_worker.py) starts it in a network namespace of its own whose only interface, loopback, is
+// down, and the ready line says which interfaces it sees (none), which the launcher checks. Chromium's flags
+// (CHROMIUM_FLAGS: WebRTC without UDP, no host name resolves, a proxy that goes nowhere) and the request rules
+// below are a second layer. Nothing here needs a socket: Playwright drives Chromium over a pipe.
+// One browser and a pool of warm host pages, each in an incognito context of its own (its own renderer
+// processes), taken by the requests first come, first served. A host never runs model code: each component gets a sandboxed iframe
 // (scripts only: no popups, dialogs, navigation of the host or forms) whose document the host writes
 // (srcdoc: no request), on an opaque origin of its own: it can reach no other frame's objects and has no
 // storage or cookies, for which the harness gives it empty in-memory ones. Every network request is refused
