@@ -244,7 +244,7 @@ class WorkerClient:
             raise
         return worker
 
-    def send(self, requests: list[dict]) -> tuple[WorkerProcess, dict[int, concurrent.futures.Future]]:
+    def submit(self, requests: list[dict]) -> tuple[WorkerProcess, dict[int, concurrent.futures.Future]]:
         """Send ``requests`` (each gets an ``id``); returns the worker and each request's future by id, in order."""
         worker = self._running()
         sent = {}
@@ -252,6 +252,11 @@ class WorkerClient:
             request_id = next(self.ids)
             sent[request_id] = worker.submit({"id": request_id, **request})
         return worker, sent
+
+    def send(self, requests: list[dict]) -> tuple[WorkerProcess, list[concurrent.futures.Future]]:
+        """Send ``requests`` (each gets an ``id``); returns ``(worker, futures)``."""
+        worker, sent = self.submit(requests)
+        return worker, list(sent.values())
 
     def kill(self, worker: WorkerProcess) -> None:
         """Kill ``worker``; the next call starts a fresh worker."""
@@ -278,7 +283,7 @@ class WorkerClient:
 
     def request(self, requests: list[dict], timeout: float) -> list[dict]:
         """The worker's answers to ``requests``, in order; raises :class:`CheckerError`."""
-        worker, sent = self.send(requests)
+        worker, sent = self.submit(requests)
         while waiting := [request_id for request_id, future in sent.items() if not future.done()]:
             left = self._overdue_in(worker, waiting, timeout)
             if left <= 0:
@@ -288,7 +293,7 @@ class WorkerClient:
 
     async def request_async(self, requests: list[dict], timeout: float) -> list[dict]:
         """:meth:`request` for an event loop: waits without blocking the loop."""
-        worker, sent = self.send(requests)
+        worker, sent = self.submit(requests)
         awaited = [asyncio.wrap_future(future) for future in sent.values()]
         while waiting := [request_id for request_id, future in sent.items() if not future.done()]:
             left = self._overdue_in(worker, waiting, timeout)

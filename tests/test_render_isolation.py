@@ -170,6 +170,24 @@ def test_the_render_worker_and_its_browser_run_in_a_network_namespace_without_in
     assert "state DOWN" in links.stdout
 
 
+@pytest.mark.parametrize("command", node_worker.NAMESPACE_COMMANDS, ids=" ".join)
+def test_each_way_of_making_the_namespace_renders_without_network(command, monkeypatch):
+    """``unshare --net`` (root) and ``unshare --user --map-root-user --net`` (anyone, where user namespaces are
+    allowed) both give a worker that renders and sees no interface."""
+    if command[1] == "--net" and os.geteuid() != 0:
+        pytest.skip("unshare --net alone needs root")
+    monkeypatch.setattr(node_worker, "NAMESPACE_COMMANDS", (command,))
+    node_worker.network_namespace.cache_clear()
+    renderer = react_render.RenderChecker()
+    try:
+        assert renderer.render([OK], TIMEOUT)[0]["status"] == "renders"
+        assert renderer.worker.ready.result()["network"] == []
+        assert network_namespace_of(renderer.worker.process.pid) != network_namespace_of(os.getpid())
+    finally:
+        renderer.close()
+        node_worker.network_namespace.cache_clear()
+
+
 FAKE_UNSHARE = {
     "missing": None,
     "refused": "echo 'unshare: unshare failed: Operation not permitted' >&2; exit 1",
