@@ -37,7 +37,8 @@ from bot_grpo_verl.rewards.node_worker import (
 logger = logging.getLogger(__name__)
 
 RENDER_STATUSES = ("renders", "blank", "runtime_error", "timeout", "bundle_error")
-# The share of a request's timeout one page may take in the browser (the rest covers queueing and startup).
+# The share of a request's timeout one page may take in the browser, from its start on the page (the rest is the
+# worker's margin before it is taken for hung: see RenderChecker.deadline).
 PAGE_TIMEOUT_SHARE = 0.5
 
 
