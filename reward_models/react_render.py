@@ -5,7 +5,14 @@ rendering. :class:`RenderChecker` sends the component to ``tsx/render.mjs``, a l
 bundles it with esbuild (real ``react`` and ``react-dom`` from npm) and renders it in headless Chromium, in a
 sandboxed frame of an opaque origin of its own inside a warm host page, with no network, no file access, no navigation
 and a time limit per page (see that file's header and docs/bad-input.md). The model's code runs only in that
-frame.
+frame. The worker (Node and its Chromium) runs in a network namespace of its own without interfaces
+(``isolation="namespace"``, :func:`node_worker.network_namespace`); where that cannot be made it refuses to start
+unless ``isolation="flags_only"`` accepts Chromium's own flags alone (a warning in the log).
+
+Each sample keeps its own result: its page's time limit counts from when a page starts it (the worker says so),
+not from when it was queued; the worker is taken for hung, and killed, only when a started request outlives
+``timeout`` or when, with requests waiting, it starts and answers nothing for ``timeout``. A failure of this
+machinery (the worker or the browser died, an error answer) raises ``CheckerError``, never a sample's status.
 
 Each answer: ``status`` (one of :data:`RENDER_STATUSES`), ``elements`` and ``text_chars`` (what the page shows),
 ``tags`` (the tag names rendered), ``text`` (the visible text, first 2,000 characters), ``exception`` with
@@ -14,19 +21,64 @@ and ``screenshot`` (base64 PNG) on request. :func:`render_outcome` turns it into
 """
 
 import base64
+import functools
+import logging
+import time
 
-from bot_grpo_verl.rewards.node_worker import WorkerClient, shared
+from bot_grpo_verl.rewards.node_worker import (
+    ISOLATIONS,
+    CheckerSetupError,
+    WorkerClient,
+    WorkerProcess,
+    network_namespace,
+    shared,
+)
+
+logger = logging.getLogger(__name__)
 
 RENDER_STATUSES = ("renders", "blank", "runtime_error", "timeout", "bundle_error")
-# The share of a request's timeout one page may take in the browser (the rest covers queueing and startup).
+# The share of a request's timeout one page may take in the browser, from its start on the page (the rest is the
+# worker's margin before it is taken for hung: see RenderChecker.deadline).
 PAGE_TIMEOUT_SHARE = 0.5
 
 
 class RenderChecker(WorkerClient):
-    """Client of ``tsx/render.mjs`` (see :class:`WorkerClient` for the lifecycle)."""
+    """Client of ``tsx/render.mjs`` (see :class:`WorkerClient` for the lifecycle), isolated as ``isolation`` says
+    (one of :data:`node_worker.ISOLATIONS`)."""
 
     name = "render worker"
     script_name = "render.mjs"
+
+    def __init__(self, script=None, node=None, isolation: str = "namespace"):
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation={isolation!r} is not allowed; choose one of {ISOLATIONS}")
+        super().__init__(script, node)
+        self.isolation = isolation
+
+    def launcher(self) -> tuple[str, ...]:
+        if self.isolation == "flags_only":
+            logger.warning(
+                "the render worker runs with network (render_isolation='flags_only'): only Chromium's flags and the "
+                "page's request rules keep model code from sending packets"
+            )
+            return ()
+        return network_namespace()
+
+    def check_ready(self, ready: dict) -> None:
+        """With ``isolation="namespace"``, the worker must see no network interface with an address."""
+        if self.isolation == "namespace" and ready.get("network") != []:
+            raise CheckerSetupError(
+                f"the render worker was started in a network namespace but sees network interfaces "
+                f"{ready.get('network')!r}; refusing to render model code with network"
+            )
+
+    def deadline(self, worker: WorkerProcess, request_id: int, timeout: float) -> float:
+        """``timeout`` after a page started the request; before that, ``timeout`` after the worker last started or
+        answered anything (a queue that moves is not a hang)."""
+        started = worker.started_at.get(request_id)
+        if started is not None:
+            return started + timeout
+        return max(worker.sent_at.get(request_id, time.monotonic()), worker.progress_at) + timeout
 
     @staticmethod
     def requests(codes: list[str], timeout: float, screenshot: bool, export: str | None) -> list[dict]:
@@ -44,8 +96,14 @@ class RenderChecker(WorkerClient):
         return await self.request_async(self.requests(codes, timeout, screenshot, export), timeout)
 
 
-shared_renderer = shared(RenderChecker)
-"""The process's shared :class:`RenderChecker` (a forked child gets its own)."""
+_shared_renderers = {
+    isolation: shared(functools.partial(RenderChecker, isolation=isolation)) for isolation in ISOLATIONS
+}
+
+
+def shared_renderer(isolation: str = "namespace") -> RenderChecker:
+    """The process's shared :class:`RenderChecker` of ``isolation`` (a forked child gets its own)."""
+    return _shared_renderers[isolation]()
 
 
 def screenshot_png(answer: dict) -> bytes | None:

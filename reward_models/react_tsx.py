@@ -80,8 +80,13 @@ Bad input. Every response gets a defined result in bounded time, and no response
   missing, ``npm ci`` not run): :class:`CheckerSetupError`, a broken installation, not a bad sample.
 
 Render and requirements. ``render=True`` renders a compiled response's last block in headless Chromium
-(:mod:`bot_grpo_verl.rewards.react_render`): a blank page, a runtime error (its line marked when its position maps
-back) or a timeout scores 0. A row whose ``extra_info["react_spec"]`` states the request's requirements
+(:mod:`bot_grpo_verl.rewards.react_render`), in a worker without network (its own network namespace, see
+``render_isolation``): a blank page, a runtime error (its line marked when its position maps back) or a timeout
+scores 0. Each response keeps its own render result: its page's time limit counts from when a page starts it, not
+while it queues behind others (eight endless loops scored beside four correct components leave the four at 1); a
+failure of the render machinery (its worker or browser died, hung or answered an error) is retried once, then the
+response gets ``checker_error=1`` (score 0, every render flag 0, logged), never a render status.
+A row whose ``extra_info["react_spec"]`` states the request's requirements
 (:mod:`bot_grpo_verl.rewards.react_requirements`) is checked against them: a violation with a place is an error span,
 any violation scores 0 (or lowers the score to the share of requirements that hold, ``requirements_score``). The
 result then also carries ``rendered``, ``render_blank``, ``render_error``, ``render_timeout``, ``render_elements``
@@ -123,7 +128,16 @@ listed strings for a choice; numpy scalars are accepted and used as plain Python
 - ``max_diagnostics`` (``int``, default ``20``, > 0): diagnostics the worker sends per block (and that
   get error regions); ``num_diagnostics`` still counts all of them.
 - ``render`` (``bool``, default ``False``): render a compiled response in headless Chromium; it scores 1 only
-  if it shows something (above). Each page may take ``timeout / 2`` seconds.
+  if it shows something (above). Each page may take ``timeout / 2`` seconds from when a page starts it; the render
+  worker is killed as hung when a started render outlives ``timeout``, or when it starts and answers nothing for
+  ``timeout`` while renders wait.
+- ``render_isolation`` (``str``, default ``"namespace"``): how the render worker (Node and its Chromium, where model
+  code runs) is kept off the network. ``"namespace"``: in a network namespace of its own without interfaces
+  (``unshare --net`` as root, ``unshare --user --map-root-user --net`` otherwise), so no browser API can send a
+  packet; where it cannot be made, ``CheckerSetupError`` in one line says what is needed. ``"flags_only"``: no
+  namespace, only Chromium's flags (WebRTC without UDP, no host name resolves, a proxy that goes nowhere) and the
+  page's request rules, a weaker isolation for machines without namespaces, with a warning in the log. The
+  TypeScript worker runs no model code (it parses and type-checks) and runs without a namespace.
 - ``requirements`` (``bool``, default ``True``): check a row's ``extra_info["react_spec"]`` (above); ``False``
   ignores it, scoring compilation (and the render) only, e.g. as the compile-only arm of a comparison on rows
   that carry specs.
@@ -170,7 +184,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from bot_grpo_verl.options import options_from_kwargs
-from bot_grpo_verl.rewards.node_worker import CheckerError, CheckerSetupError, WorkerClient, shared  # noqa: F401  (the errors are this reward's API)
+from bot_grpo_verl.rewards.node_worker import ISOLATIONS, CheckerError, CheckerSetupError, WorkerClient, shared  # noqa: F401  (the errors are this reward's API)
 from bot_grpo_verl.rewards.react_judge import MODES as JUDGE_MODES
 from bot_grpo_verl.rewards.react_judge import ON_FAILURE as JUDGE_ON_FAILURE
 from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig, require_openai
@@ -188,6 +202,9 @@ REQUIREMENT_SCORES = ("all", "fraction", "fraction_named")
 MAX_TIMEOUT = 86_400.0
 # Share of ``timeout`` one TypeScript batch may run in the worker before its thread is replaced.
 TYPE_TIMEOUT_SHARE = 1 / 3
+# Tries of one render while the render machinery fails (its worker or browser died, an error answer, a hung worker):
+# our failure, retried once, then the response's ``checker_error``, never its render status.
+RENDER_TRIES = 2
 
 Span = tuple[int, int, float]
 
@@ -211,6 +228,7 @@ class Options:
     max_line_chars: int = 2_000
     max_diagnostics: int = 20
     render: bool = False
+    render_isolation: str = "namespace"
     requirements: bool = True
     requirements_score: str = "all"
     judge_endpoint: str = ""
@@ -256,6 +274,7 @@ def parse_options(kwargs: dict) -> Options:
     _check_choice("region", options.region, REGIONS)
     _check_choice("blocks", options.blocks, BLOCK_CHOICES)
     _check_choice("requirements_score", options.requirements_score, REQUIREMENT_SCORES)
+    _check_choice("render_isolation", options.render_isolation, ISOLATIONS)
     _check_number("clean_value", options.clean_value, 0.0, 1.0)
     _check_number("error_value", options.error_value, -1.0, 0.0, high_open=True)
     _check_number("timeout", options.timeout, 0.0, MAX_TIMEOUT, low_open=True)
@@ -701,6 +720,42 @@ def unchecked(blocks, result: dict, spec, options: Options) -> dict:
     return {**result, "requirements_met": 0, "requirements_unmet": 0, "requirements_share": 0.0}
 
 
+def unrendered(blocks, spec, options: Options) -> dict:
+    """The result of a response that compiled but that the render machinery failed on every try: score 0,
+    ``checker_error=1``, every render flag 0 (nothing is known of its page)."""
+    return unchecked(blocks, _result(num_blocks=len(blocks), compiled=1, checker_error=1), spec, options)
+
+
+def _render_try_failed(error: CheckerError, attempt: int) -> None:
+    outcome = "retrying" if attempt < RENDER_TRIES else "the response gets checker_error=1"
+    logger.warning(
+        "react_tsx: the render machinery failed (try %d of %d, %s): %s", attempt, RENDER_TRIES, outcome, error
+    )
+
+
+def render_tried(code: str, options: Options) -> dict | None:
+    """The render worker's answer for ``code``, tried :data:`RENDER_TRIES` times while the machinery fails (each
+    failure logged); None when every try failed."""
+    for attempt in range(1, RENDER_TRIES + 1):
+        try:
+            renderer = shared_renderer(options.render_isolation)
+            return renderer.render([code], options.timeout, wants_screenshot(options))[0]
+        except CheckerError as error:
+            _render_try_failed(error, attempt)
+    return None
+
+
+async def render_tried_async(code: str, options: Options) -> dict | None:
+    """:func:`render_tried` for an event loop."""
+    for attempt in range(1, RENDER_TRIES + 1):
+        try:
+            renderer = shared_renderer(options.render_isolation)
+            return (await renderer.render_async([code], options.timeout, wants_screenshot(options)))[0]
+        except CheckerError as error:
+            _render_try_failed(error, attempt)
+    return None
+
+
 _judges: dict[JudgeConfig, JudgeClient] = {}
 _judges_lock = threading.Lock()
 
@@ -778,10 +833,9 @@ def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=
         return with_judge(result, extra_info, None, None, options)
     render_answer = None
     if options.render and all(answer["ok"] for answer in answers):
-        try:
-            render_answer = shared_renderer().render([codes[-1]], options.timeout, wants_screenshot(options))[0]
-        except CheckerError:
-            render_answer = {"status": "bundle_error", "elements": 0}
+        render_answer = render_tried(codes[-1], options)
+        if render_answer is None:
+            return with_judge(unrendered(blocks, spec, options), extra_info, None, None, options)
     result = finish(solution_str, blocks, answers, render_answer, spec, options)
     return with_judge(result, extra_info, codes[-1], render_answer and screenshot_png(render_answer), options)
 
@@ -815,11 +869,10 @@ async def compute_score_async(data_source, solution_str: str, ground_truth=None,
         return await loop.run_in_executor(None, lambda: judged(result, code=None, screenshot=None))
     render_answer = None
     if options.render and all(answer["ok"] for answer in answers):
-        try:
-            render = shared_renderer().render_async([codes[-1]], options.timeout, wants_screenshot(options))
-            render_answer = (await render)[0]
-        except CheckerError:
-            render_answer = {"status": "bundle_error", "elements": 0}
+        render_answer = await render_tried_async(codes[-1], options)
+        if render_answer is None:
+            result = unrendered(blocks, spec, options)
+            return await loop.run_in_executor(None, lambda: judged(result, code=None, screenshot=None))
     result = finish(solution_str, blocks, answers, render_answer, spec, options)
     screenshot = render_answer and screenshot_png(render_answer)
     return await loop.run_in_executor(None, lambda: judged(result, code=codes[-1], screenshot=screenshot))

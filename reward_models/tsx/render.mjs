@@ -2,15 +2,18 @@
 // headless Chromium page: never in this Node process (esbuild only bundles it) and never in Python.
 //
 // Protocol: newline-delimited JSON on stdin and stdout, like worker.mjs. On start the worker writes one line
-//   {"ready": true, "browser": str}
-// then answers each request line
+//   {"ready": true, "browser": str, "network": [str, ...] (the interfaces with an address it sees)}
+// then, for each request line
 //   {"id": int, "code": str, "export"?: str, "timeout_ms": int, "screenshot"?: bool}
+// writes {"id": int, "started": true} when a page starts it (its timeout_ms counts from there), then answers it
 // with one line
 //   {"id": int, "status": "renders" | "blank" | "runtime_error" | "timeout" | "bundle_error",
 //    "elements": int, "text_chars": int, "text": str (first 2,000 characters of the visible text),
 //    "tags": [str, ...] (the distinct tag names rendered), "exception"?: {"message": str, "offset_utf16"?: int},
 //    "screenshot"?: str (base64 PNG)}
-// or {"id": int, "error": str} when the checker itself fails on that request.
+// or {"id": int, "error": str} when the checker itself fails on that request (the browser died, a protocol
+// error): the machinery's failure, never the sample's status. A renderer that crashes fails only its request
+// ("runtime_error", "the page crashed": only that request's component ran in it).
 //
 // The component: the module's default export, else the export named "export", else its first exported
 // function. It is rendered with React 19 (react-dom/client) into an empty page, every prop it reads an empty
@@ -19,10 +22,16 @@
 // raised no error; "blank": nothing visible (null, an empty fragment, empty elements); "runtime_error": a
 // throw while rendering or in an effect, an unhandled rejection or an error event (the first one is reported,
 // its position in the code mapped back through the bundle's source map); "timeout": the page did not finish
-// within timeout_ms (an endless loop, a render storm), after which its renderer is killed.
+// within timeout_ms from its start on a page, screenshot and removal included (an endless loop, a render storm),
+// after which its renderer is killed.
 //
-// Isolation (see docs/bad-input.md): one browser and a pool of warm host pages, each in an incognito context of
-// its own (its own renderer processes). A host never runs model code: each component gets a sandboxed iframe
+// Isolation (see docs/bad-input.md): this process and its browser have no network at all: the launcher
+// (reward_models/node_worker.py) starts it in a network namespace of its own whose only interface, loopback, is
+// down, and the ready line says which interfaces it sees (none), which the launcher checks. Chromium's flags
+// (CHROMIUM_FLAGS: WebRTC without UDP, no host name resolves, a proxy that goes nowhere) and the request rules
+// below are a second layer. Nothing here needs a socket: Playwright drives Chromium over a pipe.
+// One browser and a pool of warm host pages, each in an incognito context of its own (its own renderer
+// processes), taken by the requests first come, first served. A host never runs model code: each component gets a sandboxed iframe
 // (scripts only: no popups, dialogs, navigation of the host or forms) whose document the host writes
 // (srcdoc: no request), on an opaque origin of its own: it can reach no other frame's objects and has no
 // storage or cookies, for which the harness gives it empty in-memory ones. Every network request is refused
@@ -34,6 +43,7 @@
 // cannot read.
 import { randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
+import { networkInterfaces } from "node:os";
 import path from "node:path";
 import readline from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -56,6 +66,13 @@ const CHROMIUM_FLAGS = [
   "--disable-extensions",
   "--disable-dev-shm-usage",
   "--site-per-process",
+  // A second layer (the first: this worker's network namespace, see the header): WebRTC sends no UDP except
+  // through a proxy, no host name resolves, and whatever would open a connection goes to a proxy on a closed port
+  // of the loopback (which, in the namespace, is down).
+  "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+  "--host-resolver-rules=MAP * ~NOTFOUND",
+  "--proxy-server=socks5://127.0.0.1:1",
+  "--proxy-bypass-list=<-loopback>",
 ];
 // Chromium gives each sandboxed frame of an opaque origin a renderer process of its own by default, which costs
 // more CPU than the render (a process per component); the frames share their host's renderer instead, as frames
@@ -300,22 +317,30 @@ function browser() {
   return browserPromise;
 }
 
+// The rejection of a call that outran its time (within): a page's limit, or a browser call's.
+class Overtime extends Error {}
+
 function within(promise, ms) {
   let timer;
   return Promise.race([
     promise,
     new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error("timeout")), ms);
+      timer = setTimeout(() => reject(new Overtime(`not done within ${ms} ms`)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
 }
 
+function delay(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 // Warm host pages, each in an incognito context of its own (its own renderer processes): a host renders one
 // component at a time; one whose component timed out or failed is closed (which ends its renderer, also one
-// stuck in an endless loop) and replaced.
+// stuck in an endless loop) and replaced. Requests wait for a host first come, first served.
 const POOL_SIZE = 4;
+const SLOT_START_MS = 30_000; // a new host: its context, page and document (and a browser launch, after a crash)
 const idle = [];
-const waiters = [];
+const waiters = []; // {resolve, reject} of the requests waiting for a host
 let slots = 0;
 let generation = 0; // the browser's launches: slots of an earlier one are gone
 let slotNumbers = 0; // every slot ever made gets a host of its own
@@ -323,58 +348,107 @@ let slotNumbers = 0; // every slot ever made gets a host of its own
 async function newSlot() {
   const number = slotNumbers++;
   const context = await (await browser()).newContext({ javaScriptEnabled: true, acceptDownloads: false });
-  const host = `http://host-${number}.${DOMAIN}`;
-  const slot = { context, host, navigatedAway: null, page: null, generation };
-  await context.route("**/*", (route) => {
-    const request = route.request();
-    const url = new URL(request.url());
-    if (url.origin !== slot.host || url.pathname !== "/" || request.frame().parentFrame() !== null) {
-      return route.abort("blockedbyclient");
-    }
-    return route.fulfill({ status: 200, contentType: "text/html", body: HOST_PAGE });
-  });
-  context.on("page", (page) => {
-    page.on("dialog", (dialog) => dialog.dismiss().catch(() => {}));
-    if (slot.page !== null && page !== slot.page) page.close().catch(() => {});
-  });
-  slot.page = await context.newPage();
-  // A component that navigates its frame away (window.location = ...): the request is refused, and its report
-  // never comes. A change of the fragment alone (tabs, anchors) stays on the page.
-  slot.page.on("framenavigated", (frame) => {
-    const away = frame.parentFrame() === slot.page.mainFrame() && frame.url().split("#")[0] !== "about:srcdoc";
-    if (away && slot.navigatedAway) slot.navigatedAway();
-  });
-  await slot.page.goto(`${slot.host}/`, { waitUntil: "load" });
-  return slot;
+  try {
+    const host = `http://host-${number}.${DOMAIN}`;
+    const slot = { context, host, navigatedAway: null, page: null, generation };
+    // How a host was lost: "crashed", its renderer died (only its component's code ran there); "closed", its
+    // context closed (the browser died, or the slot was discarded).
+    slot.lost = new Promise((resolve) => context.on("close", () => resolve("closed")));
+    await context.route("**/*", (route) => {
+      const request = route.request();
+      const url = new URL(request.url());
+      if (url.origin !== slot.host || url.pathname !== "/" || request.frame().parentFrame() !== null) {
+        return route.abort("blockedbyclient");
+      }
+      return route.fulfill({ status: 200, contentType: "text/html", body: HOST_PAGE });
+    });
+    context.on("page", (page) => {
+      page.on("dialog", (dialog) => dialog.dismiss().catch(() => {}));
+      if (slot.page !== null && page !== slot.page) page.close().catch(() => {});
+    });
+    slot.page = await context.newPage();
+    const crashed = new Promise((resolve) => slot.page.on("crash", () => resolve("crashed")));
+    slot.lost = Promise.race([slot.lost, crashed]);
+    // A component that navigates its frame away (window.location = ...): the request is refused, and its report
+    // never comes. A change of the fragment alone (tabs, anchors) stays on the page.
+    slot.page.on("framenavigated", (frame) => {
+      const away = frame.parentFrame() === slot.page.mainFrame() && frame.url().split("#")[0] !== "about:srcdoc";
+      if (away && slot.navigatedAway) slot.navigatedAway();
+    });
+    await slot.page.goto(`${slot.host}/`, { waitUntil: "load" });
+    return slot;
+  } catch (failure) {
+    context.close().catch(() => {});
+    throw failure;
+  }
 }
-async function acquire() {
-  if (idle.length > 0) return idle.pop();
+
+// A new slot within SLOT_START_MS (one that comes later is closed).
+async function startSlot() {
+  const starting = newSlot();
+  try {
+    return await within(starting, SLOT_START_MS);
+  } catch (failure) {
+    starting.then((slot) => slot.context.close().catch(() => {}), () => {});
+    throw failure;
+  }
+}
+
+function acquire() {
+  if (idle.length > 0) return Promise.resolve(idle.pop());
   if (slots < POOL_SIZE) {
     slots += 1;
-    try {
-      return await newSlot();
-    } catch (failure) {
+    return startSlot().catch((failure) => {
       slots -= 1;
       throw failure;
-    }
+    });
   }
-  return new Promise((resolve) => waiters.push(resolve));
+  return new Promise((resolve, reject) => waiters.push({ resolve, reject }));
 }
 
 function release(slot) {
   if (slot.generation !== generation) return discard(slot);
   const waiter = waiters.shift();
-  if (waiter) waiter(slot);
+  if (waiter) waiter.resolve(slot);
   else idle.push(slot);
 }
 
 // A slot that cannot be trusted any more (a page that timed out, a failure): its context is closed, which
-// ends its renderer, also one stuck in an endless loop; a waiting request gets a new slot.
+// ends its renderer, also one stuck in an endless loop; a waiting request gets a new slot (or the failure to make
+// one, answered as the checker's error).
 async function discard(slot) {
   await within(slot.context.close(), 10_000).catch(() => {});
   if (slot.generation === generation) slots -= 1;
   const waiter = waiters.shift();
-  if (waiter) acquire().then(waiter, () => waiters.unshift(waiter));
+  if (waiter) acquire().then(waiter.resolve, waiter.reject);
+}
+
+// Everything one request does on its host page, from mounting its frame to removing it: the report (or the
+// frame's navigation away), the screenshot on request.
+async function onPage(slot, request, built) {
+  const nonce = randomUUID();
+  const navigatedAway = new Promise((resolve) => {
+    slot.navigatedAway = () => resolve({ navigated: true, elements: 0, text: "", tags: [], errors: [] });
+  });
+  const framePage = FRAME_PAGE(nonce, request.export, built.js);
+  const reported = slot.page.evaluate(([parts, key]) => window.mount(parts, key), [framePage, nonce]);
+  const result = await Promise.race([reported, navigatedAway]);
+  const screenshot = request.screenshot ? (await slot.page.screenshot({ type: "png" })).toString("base64") : undefined;
+  // The frame goes, which ends its timers (its storage and cookies were its own, in memory).
+  await slot.page.evaluate(() => window.unmount());
+  return { result, screenshot };
+}
+
+const NOTHING = { elements: 0, text_chars: 0, text: "", tags: [] };
+
+// The answer of a page that failed: "timeout" when it outran its limit, "runtime_error" when its renderer
+// crashed (only this request's component ran in it); anything else (the browser died, a protocol error) is the
+// checker's failure, not the sample's, and is thrown.
+async function failedPage(slot, failure) {
+  if (failure instanceof Overtime) return { status: "timeout", ...NOTHING };
+  const lost = await Promise.race([slot.lost, delay(1000)]);
+  if (lost === "crashed") return { status: "runtime_error", ...NOTHING, exception: { message: "the page crashed" } };
+  throw failure;
 }
 
 async function render(request) {
@@ -383,47 +457,39 @@ async function render(request) {
     built = await bundle(request.code);
   } catch (failure) {
     const message = failure.errors && failure.errors[0] ? failure.errors[0].text : String(failure);
-    return { status: "bundle_error", elements: 0, text_chars: 0, text: "", tags: [], exception: { message } };
+    return { status: "bundle_error", ...NOTHING, exception: { message } };
   }
   const slot = await acquire();
-  let trusted = false;
+  let outcome;
   try {
-    const nonce = randomUUID();
-    const framePage = FRAME_PAGE(nonce, request.export, built.js);
-    const page = slot.page;
-    const navigatedAway = new Promise((resolve) => {
-      slot.navigatedAway = () => resolve({ navigated: true, elements: 0, text: "", tags: [], errors: [] });
-    });
-    let result;
+    // The page's time limit counts from here, not from when the request was queued.
+    send({ id: request.id, started: true });
+    outcome = await within(onPage(slot, request, built), request.timeout_ms);
+  } catch (failure) {
     try {
-      const reported = page.evaluate(([parts, key]) => window.mount(parts, key), [framePage, nonce]);
-      result = await within(Promise.race([reported, navigatedAway]), request.timeout_ms);
-    } catch {
-      return { status: "timeout", elements: 0, text_chars: 0, text: "", tags: [] };
+      return await failedPage(slot, failure);
     } finally {
-      slot.navigatedAway = null;
+      discard(slot);
     }
-    const errors = result.navigated ? [{ message: "the page navigated away" }] : result.errors;
-    const tags = [...new Set(result.tags.map((tag) => String(tag).toLowerCase()))];
-    const text = String(result.text);
-    const answer = { elements: result.elements, text_chars: text.trim().length, text: text.slice(0, MAX_TEXT), tags };
-    if (errors.length > 0) {
-      const first = errors[0];
-      const offset = codeOffset(first.stack, built.map, request.code);
-      answer.status = "runtime_error";
-      answer.exception = offset === undefined ? { message: first.message } : { message: first.message, offset_utf16: offset };
-    } else {
-      answer.status = result.elements > 0 || answer.text_chars > 0 ? "renders" : "blank";
-    }
-    if (request.screenshot) answer.screenshot = (await within(page.screenshot({ type: "png" }), request.timeout_ms)).toString("base64");
-    // The frame goes, which ends its timers (its storage and cookies were its own, in memory).
-    await within(page.evaluate(() => window.unmount()), request.timeout_ms);
-    trusted = true;
-    return answer;
   } finally {
-    if (trusted) release(slot);
-    else await discard(slot);
+    slot.navigatedAway = null;
   }
+  release(slot);
+  const { result, screenshot } = outcome;
+  const errors = result.navigated ? [{ message: "the page navigated away" }] : result.errors;
+  const tags = [...new Set(result.tags.map((tag) => String(tag).toLowerCase()))];
+  const text = String(result.text);
+  const answer = { elements: result.elements, text_chars: text.trim().length, text: text.slice(0, MAX_TEXT), tags };
+  if (errors.length > 0) {
+    const first = errors[0];
+    const offset = codeOffset(first.stack, built.map, request.code);
+    answer.status = "runtime_error";
+    answer.exception = offset === undefined ? { message: first.message } : { message: first.message, offset_utf16: offset };
+  } else {
+    answer.status = result.elements > 0 || answer.text_chars > 0 ? "renders" : "blank";
+  }
+  if (screenshot !== undefined) answer.screenshot = screenshot;
+  return answer;
 }
 
 function send(message) {
@@ -446,7 +512,8 @@ async function answer(line) {
 
 async function serve() {
   const launched = await browser();
-  send({ ready: true, browser: launched.version() });
+  // The interfaces with an address this process sees: none in the network namespace its launcher made for it.
+  send({ ready: true, browser: launched.version(), network: Object.keys(networkInterfaces()) });
   const lines = readline.createInterface({ input: process.stdin });
   const inFlight = new Set();
   for await (const line of lines) {
