@@ -162,7 +162,7 @@ from bot_grpo_verl.options import options_from_kwargs
 from bot_grpo_verl.rewards.node_worker import CheckerError, CheckerSetupError, WorkerClient, shared  # noqa: F401  (the errors are this reward's API)
 from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
 from bot_grpo_verl.rewards.react_render import render_flags, screenshot_png, shared_renderer
-from bot_grpo_verl.rewards.react_requirements import ReactSpec, check_requirements, spec_from_reference
+from bot_grpo_verl.rewards.react_requirements import ReactSpec, check_requirements, export_key, spec_from_reference
 
 logger = logging.getLogger(__name__)
 
@@ -619,15 +619,14 @@ def with_render(result: dict, answer: dict | None, positions: "CodeMap", options
     return result, [line_region(positions, index, index + 1)]
 
 
-def with_requirements(
-    result: dict, spec, outline, visible_text, positions: "CodeMap", options: Options
-) -> tuple[dict, list]:
-    """``result`` with the spec's requirements checked (a row with ``extra_info["react_spec"]``), and the error
-    regions of the violations that have a place; a violation scores 0 or the share of requirements that hold
+def with_requirements(result: dict, spec, outline, page, positions: "CodeMap", options: Options) -> tuple[dict, list]:
+    """``result`` with the spec's requirements checked (a row with ``extra_info["react_spec"]``) against the source's
+    ``outline`` and the rendered ``page`` (the render's answer with ``render=True``, else None), and the error regions
+    of the violations that have a place; a violation scores 0 or the share of requirements that hold
     (``options.requirements_score``; ``requirements_unmet`` counts the violations)."""
     if spec is None:
         return result, []
-    found = check_requirements(spec, outline, visible_text, positions.code)
+    found = check_requirements(spec, outline, positions.code, page)
     share = found.met / found.checked if found.checked else 1.0
     result = {
         **result,
@@ -652,10 +651,8 @@ def finish(text: str, blocks, answers, render_answer, spec, options: Options) ->
     start, end = blocks[-1]
     positions = CodeMap(text[start:end])
     result, render_regions = with_render(result, render_answer, positions, options)
-    visible = render_answer.get("text") if render_answer and options.render else None
-    result, requirement_regions = with_requirements(
-        result, spec, answers[-1].get("outline"), visible, positions, options
-    )
+    page = render_answer if options.render else None
+    result, requirement_regions = with_requirements(result, spec, answers[-1].get("outline"), page, positions, options)
     regions = merge_ranges(render_regions + requirement_regions)
     if regions:
         result["spans"] = block_spans(start, end, regions, options, outcome=result["score"])
@@ -730,7 +727,10 @@ def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=
     render_answer = None
     if options.render and all(answer["ok"] for answer in answers):
         try:
-            render_answer = shared_renderer().render([codes[-1]], options.timeout, bool(options.judge_endpoint))[0]
+            export = export_key(spec, answers[-1].get("outline"))
+            render_answer = shared_renderer().render(
+                [codes[-1]], options.timeout, bool(options.judge_endpoint), export
+            )[0]
         except CheckerError:
             render_answer = {"status": "bundle_error", "elements": 0}
     result = finish(solution_str, blocks, answers, render_answer, spec, options)
@@ -767,7 +767,8 @@ async def compute_score_async(data_source, solution_str: str, ground_truth=None,
     render_answer = None
     if options.render and all(answer["ok"] for answer in answers):
         try:
-            render = shared_renderer().render_async([codes[-1]], options.timeout, bool(options.judge_endpoint))
+            export = export_key(spec, answers[-1].get("outline"))
+            render = shared_renderer().render_async([codes[-1]], options.timeout, bool(options.judge_endpoint), export)
             render_answer = (await render)[0]
         except CheckerError:
             render_answer = {"status": "bundle_error", "elements": 0}
