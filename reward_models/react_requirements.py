@@ -5,19 +5,23 @@ A row's ``extra_info["react_spec"]`` (a dict, all keys optional) says what the r
 =================  ================  =========================================================================
 key                type              requirement
 =================  ================  =========================================================================
-``component``      ``str``           a component of this name is exported
+``component``      ``str``           a component of this name is exported (rendered: its value is a component)
 ``default_export`` ``bool``          it (or, without ``component``, some component) is the default export
-``elements``       ``list[str]``     each of these JSX tags appears in the code (``"ul"``, ``"li"``, ``"Card"``)
-``only_elements``  ``bool``          no lowercase (HTML) tag outside ``elements`` appears
-``props``          ``list[str]``     the component's first parameter destructures each of these props
+``elements``       ``list[str]``     each of these tags is shown in the rendered DOM (without a render: appears in
+                                     the code's JSX); a capitalised one (``"Card"``) is read from the code
+``only_elements``  ``bool``          no element outside ``elements`` is in the rendered DOM (without a render: no
+                                     lowercase JSX tag in the code)
+``props``          ``list[str]``     the component takes each of these props (its first parameter destructures or
+                                     reads it; a class reads it from ``this.props``)
 ``texts``          ``list[str]``     each text is visible in the render (with ``render=True``), else in the code
 =================  ================  =========================================================================
 
-They are checked from TypeScript's parse (``outline`` of ``tsx/worker.mjs``) and, for ``texts``, from the
-render. A violation with a place is an error span: a tag outside ``elements`` (its opening and closing tag
-names), a missing prop (the component's parameter list). One without a place (a missing component, element or
-text) only fails the outcome. :func:`spec_from_reference` derives a spec from a reference solution (what
-``recipes/data/prepare_react.py`` and the CPU demo attach to their rows).
+They are checked from TypeScript's parse (``outline`` of ``tsx/worker.mjs``) and, with a render, from the page
+(``tsx/render.mjs``: the DOM in each state it explores, the text a person can see, what the export's value is; see
+:func:`check_requirements`). A violation with a place is an error span: a tag outside ``elements`` (its opening
+and closing tag names, where the code writes it as JSX), a missing prop (the component's parameter list). One
+without a place (a missing component, element or text) only fails the outcome. :func:`spec_from_reference` derives a
+spec from a reference solution (what ``recipes/data/prepare_react.py`` and the CPU demo attach to their rows).
 """
 
 from dataclasses import dataclass, fields
