@@ -133,7 +133,12 @@ const item = (label) => {
     return typeof key === "string" && key !== "then" ? label : undefined;
   } });
 };
-const props = (values) => new ProxyOf({ __proto__: null }, { __proto__: null, get: (target, key) => (typeof key === "string" && key !== "then" ? values() : undefined) });
+let propsRead = false; // a component that reads no prop has no filled state to explore
+const props = (values) => new ProxyOf({ __proto__: null }, { __proto__: null, get: (target, key) => {
+  if (typeof key !== "string" || key === "then") return undefined;
+  propsRead = true;
+  return values();
+} });
 const emptyProps = props(() => []), filledProps = props(() => [item("Item 1"), item("Item 2")]);
 const kind = (value) => {
   if (typeof value === "function") return value.prototype && value.prototype.isReactComponent ? "class" : "function";
@@ -164,7 +169,10 @@ export function start(Module) {
     element.props = values;
     flushSync(() => apply(renderRoot, root, [element]));
   };
-  harness.explore(() => show(filledProps));
+  harness.explore(() => {
+    if (propsRead) show(filledProps);
+    return propsRead;
+  });
   try {
     show(emptyProps);
   } catch (error) {
@@ -294,7 +302,8 @@ window.unmount = () => {
 //
 // What it reports, read from the page (not from the source), after each of these states settles (three rounds of a
 // message and a zero timeout: passive effects, the updates they schedule and zero timeouts run in between):
-// the first render (every prop an empty array), the filled render (two sample items in every prop), then a click on
+// the first render (every prop an empty array), the filled render (two sample items in every prop; only for a
+// component that read a prop), then a click on
 // each of the first MAX_CLICKS buttons (button, [role=button], checkbox, radio, summary) in turn:
 //   errors: the first error of the first render and its effects (a throw, an unhandled rejection, an error event,
 //     an error React caught); the later states explore with made-up data, so their errors do not count;
@@ -561,15 +570,17 @@ const HARNESS = (nonce, exportName) => `(() => {
     lookSafely();
     recording = false;
     if (fill === null) return finish();
-    try { fill(); } catch {}
-    settle(() => {
-      lookSafely();
+    const clickAll = () => {
       const root = call(byId, document, "root"), buttons = [];
       const found = root ? call(all, root, "button, [role=button], input[type=checkbox], input[type=radio], summary") : null;
       const size = found ? call(count, found) : 0;
       for (let index = 0; index < size && index < ${MAX_CLICKS}; index += 1) append(buttons, call(item, found, index));
       clickEach(buttons, 0);
-    });
+    };
+    let filled = true;
+    try { filled = fill() === true; } catch {}
+    if (filled) settle(() => { lookSafely(); clickAll(); });
+    else clickAll();
   };
   addEventListener("DOMContentLoaded", () => settle(explore), true);
 })();`;
