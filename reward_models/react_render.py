@@ -7,8 +7,11 @@ sandboxed frame of an opaque origin of its own inside a warm host page, with no 
 and a time limit per page (see that file's header and docs/bad-input.md). The model's code runs only in that
 frame.
 
-Each answer: ``status`` (one of :data:`RENDER_STATUSES`), ``elements`` and ``text_chars`` (what the page shows),
-``tags`` (the tag names rendered), ``text`` (the visible text, first 2,000 characters), ``exception`` with
+Each answer: ``status`` (one of :data:`RENDER_STATUSES`), ``elements``, ``visible`` and ``text_chars`` (what the
+page shows), ``tags`` and ``tag_counts`` (the elements in its DOM), ``shown_tags`` (those with a box that can show),
+``export_kind`` and ``default_kind`` (what the rendered and the default export are: ``"function"``, ``"class"``,
+``"memo"``, ``"forward_ref"``, ``"lazy"``, or ``"number"``, ``"string"``, ...), ``text`` (the text a person can
+see, first 2,000 characters), ``exception`` with
 ``offset_utf16`` in the component's code when a runtime error's position maps back through the source map,
 and ``screenshot`` (base64 PNG) on request. :func:`render_outcome` turns it into the reward's terms.
 """

@@ -7,16 +7,17 @@
 //   {"id": int, "code": str, "export"?: str, "timeout_ms": int, "screenshot"?: bool}
 // with one line
 //   {"id": int, "status": "renders" | "blank" | "runtime_error" | "timeout" | "bundle_error",
-//    "elements": int, "text_chars": int, "text": str (first 2,000 characters of the visible text),
-//    "tags": [str, ...] (the distinct tag names rendered), "exception"?: {"message": str, "offset_utf16"?: int},
-//    "screenshot"?: str (base64 PNG)}
+//    "elements": int, "visible": int, "text_chars": int, "text": str (first 2,000 characters of the visible text),
+//    "tags": [str, ...] (the distinct tag names in the DOM), "tag_counts": {str: int}, "shown_tags": [str, ...],
+//    "export_kind": str, "default_kind": str (see HARNESS and PRELUDE),
+//    "exception"?: {"message": str, "offset_utf16"?: int}, "screenshot"?: str (base64 PNG)}
 // or {"id": int, "error": str} when the checker itself fails on that request.
 //
-// The component: the module's default export, else the export named "export", else its first exported
-// function. It is rendered with React 19 (react-dom/client) into an empty page, every prop it reads an empty
-// array (its empty state); the result is read after the
-// render and its effects settle. "renders": it put at least one element or visible character on the page and
-// raised no error; "blank": nothing visible (null, an empty fragment, empty elements); "runtime_error": a
+// The component: the export named "export", else the default export, else the first export that is a component
+// (PRELUDE). It is rendered with React 19 (react-dom/client) into an empty page, every prop it reads an empty array
+// (its empty state), then explored (HARNESS); the result is read after each state settles. "renders": it showed
+// something a person can see and raised no error in its first render; "blank": nothing visible (null, an empty
+// fragment, empty or invisible elements); "runtime_error": a
 // throw while rendering or in an effect, an unhandled rejection or an error event (the first one is reported,
 // its position in the code mapped back through the bundle's source map); "timeout": the page did not finish
 // within timeout_ms (an endless loop, a render storm), after which its renderer is killed.
