@@ -14,8 +14,11 @@ not from when it was queued; the worker is taken for hung, and killed, only when
 ``timeout`` or when, with requests waiting, it starts and answers nothing for ``timeout``. A failure of this
 machinery (the worker or the browser died, an error answer) raises ``CheckerError``, never a sample's status.
 
-Each answer: ``status`` (one of :data:`RENDER_STATUSES`), ``elements`` and ``text_chars`` (what the page shows),
-``tags`` (the tag names rendered), ``text`` (the visible text, first 2,000 characters), ``exception`` with
+Each answer: ``status`` (one of :data:`RENDER_STATUSES`), ``elements``, ``visible`` and ``text_chars`` (what the
+page shows), ``tags`` and ``tag_counts`` (the elements in its DOM), ``shown_tags`` (those with a box that can show),
+``export_kind`` and ``default_kind`` (what the rendered and the default export are: ``"function"``, ``"class"``,
+``"memo"``, ``"forward_ref"``, ``"lazy"``, or ``"number"``, ``"string"``, ...), ``text`` (the text a person can
+see, first 2,000 characters), ``exception`` with
 ``offset_utf16`` in the component's code when a runtime error's position maps back through the source map,
 and ``screenshot`` (base64 PNG) on request. :func:`render_outcome` turns it into the reward's terms.
 """

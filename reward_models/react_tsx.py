@@ -189,7 +189,7 @@ from bot_grpo_verl.rewards.react_judge import MODES as JUDGE_MODES
 from bot_grpo_verl.rewards.react_judge import ON_FAILURE as JUDGE_ON_FAILURE
 from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig, require_openai
 from bot_grpo_verl.rewards.react_render import render_flags, screenshot_png, shared_renderer
-from bot_grpo_verl.rewards.react_requirements import ReactSpec, check_requirements, spec_from_reference
+from bot_grpo_verl.rewards.react_requirements import ReactSpec, check_requirements, export_key, spec_from_reference
 
 logger = logging.getLogger(__name__)
 
@@ -669,15 +669,14 @@ def with_render(result: dict, answer: dict | None, positions: "CodeMap", options
     return result, [line_region(positions, index, index + 1)]
 
 
-def with_requirements(
-    result: dict, spec, outline, visible_text, positions: "CodeMap", options: Options
-) -> tuple[dict, list]:
-    """``result`` with the spec's requirements checked (a row with ``extra_info["react_spec"]``), and the error
-    regions of the violations that have a place; a violation scores 0 or the share of requirements that hold
+def with_requirements(result: dict, spec, outline, page, positions: "CodeMap", options: Options) -> tuple[dict, list]:
+    """``result`` with the spec's requirements checked (a row with ``extra_info["react_spec"]``) against the source's
+    ``outline`` and the rendered ``page`` (the render's answer with ``render=True``, else None), and the error regions
+    of the violations that have a place; a violation scores 0 or the share of requirements that hold
     (``options.requirements_score``; ``requirements_unmet`` counts the violations)."""
     if spec is None:
         return result, []
-    found = check_requirements(spec, outline, visible_text, positions.code)
+    found = check_requirements(spec, outline, positions.code, page)
     share = found.met / found.checked if found.checked else 1.0
     result = {
         **result,
@@ -702,10 +701,8 @@ def finish(text: str, blocks, answers, render_answer, spec, options: Options) ->
     start, end = blocks[-1]
     positions = CodeMap(text[start:end])
     result, render_regions = with_render(result, render_answer, positions, options)
-    visible = render_answer.get("text") if render_answer and options.render else None
-    result, requirement_regions = with_requirements(
-        result, spec, answers[-1].get("outline"), visible, positions, options
-    )
+    page = render_answer if options.render else None
+    result, requirement_regions = with_requirements(result, spec, answers[-1].get("outline"), page, positions, options)
     regions = merge_ranges(render_regions + requirement_regions)
     if regions:
         result["spans"] = block_spans(start, end, regions, options, outcome=result["score"])
@@ -733,24 +730,24 @@ def _render_try_failed(error: CheckerError, attempt: int) -> None:
     )
 
 
-def render_tried(code: str, options: Options) -> dict | None:
-    """The render worker's answer for ``code``, tried :data:`RENDER_TRIES` times while the machinery fails (each
-    failure logged); None when every try failed."""
+def render_tried(code: str, options: Options, export: str | None) -> dict | None:
+    """The render worker's answer for ``code`` rendering its export ``export``, tried :data:`RENDER_TRIES` times
+    while the machinery fails (each failure logged); None when every try failed."""
     for attempt in range(1, RENDER_TRIES + 1):
         try:
             renderer = shared_renderer(options.render_isolation)
-            return renderer.render([code], options.timeout, wants_screenshot(options))[0]
+            return renderer.render([code], options.timeout, wants_screenshot(options), export)[0]
         except CheckerError as error:
             _render_try_failed(error, attempt)
     return None
 
 
-async def render_tried_async(code: str, options: Options) -> dict | None:
+async def render_tried_async(code: str, options: Options, export: str | None) -> dict | None:
     """:func:`render_tried` for an event loop."""
     for attempt in range(1, RENDER_TRIES + 1):
         try:
             renderer = shared_renderer(options.render_isolation)
-            return (await renderer.render_async([code], options.timeout, wants_screenshot(options)))[0]
+            return (await renderer.render_async([code], options.timeout, wants_screenshot(options), export))[0]
         except CheckerError as error:
             _render_try_failed(error, attempt)
     return None
@@ -833,7 +830,8 @@ def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=
         return with_judge(result, extra_info, None, None, options)
     render_answer = None
     if options.render and all(answer["ok"] for answer in answers):
-        render_answer = render_tried(codes[-1], options)
+        export = export_key(spec, answers[-1].get("outline"))
+        render_answer = render_tried(codes[-1], options, export)
         if render_answer is None:
             return with_judge(unrendered(blocks, spec, options), extra_info, None, None, options)
     result = finish(solution_str, blocks, answers, render_answer, spec, options)
@@ -869,7 +867,8 @@ async def compute_score_async(data_source, solution_str: str, ground_truth=None,
         return await loop.run_in_executor(None, lambda: judged(result, code=None, screenshot=None))
     render_answer = None
     if options.render and all(answer["ok"] for answer in answers):
-        render_answer = await render_tried_async(codes[-1], options)
+        export = export_key(spec, answers[-1].get("outline"))
+        render_answer = await render_tried_async(codes[-1], options, export)
         if render_answer is None:
             result = unrendered(blocks, spec, options)
             return await loop.run_in_executor(None, lambda: judged(result, code=None, screenshot=None))

@@ -48,7 +48,7 @@ def score(code: str) -> dict:
         (OK, "renders"),
         ("export default function App() { return null; }", "blank"),
         ("export default function App() { return <></>; }", "blank"),
-        ("export default function App() { return <div><span /></div>; }", "renders"),  # elements, no text
+        ("export default function App() { return <div><span /></div>; }", "blank"),  # elements that show nothing
         ("export const Card = () => <p>named</p>;", "renders"),
         (
             "import { Star } from 'lucide-react';\nimport Box from './Box';\nexport default () => <Box><Star />hi</Box>;",

@@ -8,18 +8,19 @@
 // writes {"id": int, "started": true} when a page starts it (its timeout_ms counts from there), then answers it
 // with one line
 //   {"id": int, "status": "renders" | "blank" | "runtime_error" | "timeout" | "bundle_error",
-//    "elements": int, "text_chars": int, "text": str (first 2,000 characters of the visible text),
-//    "tags": [str, ...] (the distinct tag names rendered), "exception"?: {"message": str, "offset_utf16"?: int},
-//    "screenshot"?: str (base64 PNG)}
+//    "elements": int, "visible": int, "text_chars": int, "text": str (first 2,000 characters of the visible text),
+//    "tags": [str, ...] (the distinct tag names in the DOM), "tag_counts": {str: int}, "shown_tags": [str, ...],
+//    "export_kind": str, "default_kind": str (see HARNESS and PRELUDE),
+//    "exception"?: {"message": str, "offset_utf16"?: int}, "screenshot"?: str (base64 PNG)}
 // or {"id": int, "error": str} when the checker itself fails on that request (the browser died, a protocol
 // error): the machinery's failure, never the sample's status. A renderer that crashes fails only its request
 // ("runtime_error", "the page crashed": only that request's component ran in it).
 //
-// The component: the module's default export, else the export named "export", else its first exported
-// function. It is rendered with React 19 (react-dom/client) into an empty page, every prop it reads an empty
-// array (its empty state); the result is read after the
-// render and its effects settle. "renders": it put at least one element or visible character on the page and
-// raised no error; "blank": nothing visible (null, an empty fragment, empty elements); "runtime_error": a
+// The component: the export named "export", else the default export, else the first export that is a component
+// (PRELUDE). It is rendered with React 19 (react-dom/client) into an empty page, every prop it reads an empty array
+// (its empty state), then explored (HARNESS); the result is read after each state settles. "renders": it showed
+// something a person can see and raised no error in its first render; "blank": nothing visible (null, an empty
+// fragment, empty or invisible elements); "runtime_error": a
 // throw while rendering or in an effect, an unhandled rejection or an error event (the first one is reported,
 // its position in the code mapped back through the bundle's source map); "timeout": the page did not finish
 // within timeout_ms from its start on a page, screenshot and removal included (an endless loop, a render storm),
@@ -117,23 +118,81 @@ const named = (key) => typeof key === "string" && key !== "then" && key !== "con
 const any = new Proxy({}, { get: (target, key) => (named(key) ? Stub : undefined) });
 module.exports = new Proxy({}, { getPrototypeOf: () => any, get: (target, key) => (key === "__esModule" ? true : named(key) ? Stub : undefined) });`;
 
-const ENTRY = `import * as Module from "component";
-const { ReactDOMClient, ReactDOM, JSXRuntime } = window.__vendor;
-const exported = Object.entries(Module);
-const Component = Module.default ?? Module[window.__exportName] ??
-  exported.map(([, value]) => value).find((value) => typeof value === "function");
-const report = window.__report;
-if (typeof Component !== "function" && !(Component && typeof Component === "object" && Component.$$typeof)) {
-  report({ message: "the module exports no component" });
-} else {
-  const root = ReactDOMClient.createRoot(document.getElementById("root"), { onUncaughtError: report, onCaughtError: report });
-  // Props the request did not give: every prop the component reads is an empty array, which renders nothing,
-  // maps to nothing and has a length of 0 (the component's empty state) instead of crashing on undefined.
-  const props = new Proxy({}, { get: (target, key) => (typeof key === "string" && key !== "then" ? [] : undefined) });
-  const isClass = typeof Component === "function" && Component.prototype && Component.prototype.isReactComponent;
-  const Harness = typeof Component === "function" && !isClass ? () => Component(props) : () => JSXRuntime.jsx(Component, {});
+// The bundle's entry: the prelude module first (it keeps what rendering needs from React and the page's built-ins
+// before the component's module runs, and renders it: see PRELUDE), then the component's module.
+const PRELUDE_NAME = "bot-grpo-render-prelude";
+const ENTRY = `import { start } from "${PRELUDE_NAME}";
+import * as Module from "component";
+start(Module);`;
+
+// The component: the export the request names ("export"; "default" for the default export), else the default
+// export, else the first export that is a component. Its kind (what the value is, not what the source calls it) is
+// reported: "function", "class", "memo", "forward_ref", "lazy", or what else the value is ("number", "string",
+// "object", "undefined", ...). A component of any kind is rendered as an element whose props object is a proxy:
+// every prop it reads is an array, empty in the first render (the component's empty state), then two sample items
+// (its filled state; each item is a string "Item 1" / "Item 2" whose every other field is that string too). React
+// gets the proxy itself, so function components, classes, memo() and forwardRef() all see the same props.
+const PRELUDE = `const harness = window.__harness;
+const { React, ReactDOM, ReactDOMClient, JSXRuntime } = window.__vendor;
+const apply = Reflect.apply, keysOf = Object.keys, freezeField = Object.defineProperty, ProxyOf = Proxy;
+const flushSync = ReactDOM.flushSync, jsx = JSXRuntime.jsx;
+const MEMO = React.memo(() => null).$$typeof, FORWARD_REF = React.forwardRef(() => null).$$typeof;
+const LAZY = React.lazy(() => null).$$typeof;
+const report = (error) => harness.report(error);
+const root = ReactDOMClient.createRoot(document.getElementById("root"), { __proto__: null, onUncaughtError: report, onCaughtError: report });
+const renderRoot = root.render;
+// React reads its error callbacks from the root's fiber, which the page can reach through any rendered node.
+for (const field of ["onUncaughtError", "onCaughtError"]) freezeField(root._internalRoot, field, { __proto__: null, writable: false, configurable: false });
+const bound = (text, method) => (...args) => apply(method, text, args);
+const item = (label) => {
+  const text = new String(label);
+  return new ProxyOf(text, { __proto__: null, get: (target, key) => {
+    if (key in target) { const value = target[key]; return typeof value === "function" ? bound(target, value) : value; }
+    return typeof key === "string" && key !== "then" ? label : undefined;
+  } });
+};
+let propsRead = false; // a component that reads no prop has no filled state to explore
+const props = (values) => new ProxyOf({ __proto__: null }, { __proto__: null, get: (target, key) => {
+  if (typeof key !== "string" || key === "then") return undefined;
+  propsRead = true;
+  return values();
+} });
+const emptyProps = props(() => []), filledProps = props(() => [item("Item 1"), item("Item 2")]);
+const kind = (value) => {
+  if (typeof value === "function") return value.prototype && value.prototype.isReactComponent ? "class" : "function";
+  if (value === null) return "null";
+  if (typeof value !== "object") return typeof value;
+  const tag = value.$$typeof;
+  return tag === MEMO ? "memo" : tag === FORWARD_REF ? "forward_ref" : tag === LAZY ? "lazy" : "object";
+};
+const COMPONENT_KINDS = { __proto__: null, function: true, class: true, memo: true, forward_ref: true, lazy: true };
+export function start(Module) {
+  const name = harness.exportName;
+  const named = Boolean(name) && name in Module;
+  let chosen = named ? Module[name] : Module.default;
+  if (!named && !(kind(chosen) in COMPONENT_KINDS)) {
+    const names = keysOf(Module);
+    for (let index = 0; index < names.length; index += 1) {
+      if (kind(Module[names[index]]) in COMPONENT_KINDS) {
+        chosen = Module[names[index]];
+        break;
+      }
+    }
+  }
+  const chosenKind = kind(chosen);
+  harness.describe(chosenKind, kind(Module.default));
+  if (!(chosenKind in COMPONENT_KINDS)) return report({ message: "the module exports no component" });
+  const show = (values) => {
+    const element = jsx(chosen, { __proto__: null });
+    element.props = values;
+    flushSync(() => apply(renderRoot, root, [element]));
+  };
+  harness.explore(() => {
+    if (propsRead) show(filledProps);
+    return propsRead;
+  });
   try {
-    ReactDOM.flushSync(() => root.render(JSXRuntime.jsx(Harness, {})));
+    show(emptyProps);
   } catch (error) {
     report(error);
   }
@@ -149,6 +208,8 @@ function plugin(code) {
     name: "sample",
     setup(build) {
       build.onResolve({ filter: /.*/ }, (args) => {
+        // The prelude is the entry's alone: the component importing that name gets a stub.
+        if (args.path === PRELUDE_NAME && args.importer === "<stdin>") return { path: PRELUDE_NAME, namespace: "prelude" };
         if (args.path === "component") return { path: "component", namespace: "sample" };
         if (args.path in VENDOR_MODULES) return { path: args.path, namespace: "vendor" };
         return { path: args.path, namespace: "stub" };
@@ -158,6 +219,7 @@ function plugin(code) {
         contents: `module.exports = ${VENDOR_MODULES[args.path]};`,
         loader: "js",
       }));
+      build.onLoad({ filter: /.*/, namespace: "prelude" }, () => ({ contents: PRELUDE, loader: "js" }));
       build.onLoad({ filter: /.*/, namespace: "stub" }, () => ({ contents: STUB, loader: "js" }));
     },
   };
@@ -196,6 +258,33 @@ function codeOffset(stack, map, code) {
   return offset + original.column;
 }
 
+// The answer's fields of a page that showed nothing (not rendered, timed out, navigated away).
+const NOTHING = { elements: 0, visible: 0, text_chars: 0, text: "", tags: [], tag_counts: {}, shown_tags: [], export_kind: "", default_kind: "" };
+
+// The answer from the harness's result (see HARNESS): "runtime_error" with the first error (its offset in the code
+// when its stack maps back), else "renders" when something is visible, else "blank".
+function answerOf(result, map, code) {
+  if (result.navigated) return { ...NOTHING, status: "runtime_error", exception: { message: "the page navigated away" } };
+  const text = String(result.text);
+  const counts = Object.fromEntries(result.tags.map(([tag, count]) => [String(tag), Number(count)]));
+  const answer = {
+    elements: result.elements,
+    visible: result.visible,
+    text_chars: text.trim().length,
+    text: text.slice(0, MAX_TEXT),
+    tags: Object.keys(counts),
+    tag_counts: counts,
+    shown_tags: result.shown_tags.map(([tag]) => String(tag)),
+    export_kind: String(result.export_kind),
+    default_kind: String(result.default_kind),
+  };
+  if (result.errors.length === 0) return { ...answer, status: result.visible > 0 ? "renders" : "blank" };
+  const first = result.errors[0];
+  const offset = codeOffset(first.stack, map, code);
+  const exception = offset === undefined ? { message: first.message } : { message: first.message, offset_utf16: offset };
+  return { ...answer, status: "runtime_error", exception };
+}
+
 // The host page: mounts one component's frame at a time (a frame costing about a third of the CPU of navigating
 // the page itself), its document the component's with React put in (held once, as a string, never run by the
 // host), and takes one report from that frame's window with that frame's nonce.
@@ -222,24 +311,99 @@ window.unmount = () => {
 };
 </script></head><body></body></html>`;
 
-// The component's document: the harness first (it keeps what it needs from the page's built-ins before any
-// model code can replace them, gives the frame empty in-memory storage and cookies, and removes itself), then
-// React (put in by the host), then the bundle, then the report after three tasks (passive effects, updates they
-// schedule and zero timeouts run in between; nothing waits for a paint).
-const FRAME_PAGE = (nonce, exportName, js) => [`<!doctype html><html><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
-<script>(() => {
+// The component's document: the harness first, then React (put in by the host), then the bundle. The harness keeps
+// every built-in and DOM accessor it uses before any model code can replace them (model code may replace any global,
+// prototype method or accessor: String, Array.prototype, JSON, the DOM's getters, ...), gives the frame empty
+// in-memory storage and cookies, and removes itself. It builds its result without the page's prototypes (object
+// literals and descriptors without a prototype, values written with defineProperty) and posts it with a nonce the
+// component cannot read.
+//
+// What it reports, read from the page (not from the source), after each of these states settles (three rounds of a
+// message and a zero timeout: passive effects, the updates they schedule and zero timeouts run in between):
+// the first render (every prop an empty array), the filled render (two sample items in every prop; only for a
+// component that read a prop), then a click on
+// each of the first MAX_CLICKS buttons (button, [role=button], checkbox, radio, summary) in turn:
+//   errors: the first error of the first render and its effects (a throw, an unhandled rejection, an error event,
+//     an error React caught); the later states explore with made-up data, so their errors do not count;
+//   elements: the most elements under #root in any state; tags: each tag name's largest count in any state (every
+//     element in the DOM); shown_tags: the same for elements with a box that can show (not under display:none, a
+//     clip-path, a mask or a clip, visibility visible, opacity above 0 through their ancestors);
+//   text: the visible text of every state (text nodes of one element joined, elements on lines of their own);
+//   visible: the most visible things in any state: visible characters (see visibleText) and elements that show
+//     themselves (form controls, media, images, svg) or paint a box (a background or a border that differs from
+//     what is behind it), with a size of at least 1x1 px inside the page's scrollable area;
+//   export_kind, default_kind: what the rendered export and the default export are (see PRELUDE).
+const MAX_CLICKS = 4;
+const MIN_TEXT_PX = 4; // a visible text's rendered height (a font of ~3.5 px: font-size 0 or a scale(0) has none)
+const MIN_CONTRAST = 1.1; // WCAG's contrast ratio between a text's colour, blended over its background, and it
+const HARNESS = (nonce, exportName) => `(() => {
   document.currentScript.remove();
-  const apply = Reflect.apply, parentWindow = window.parent, post = window.postMessage;
-  const push = Array.prototype.push, later = window.setTimeout;
-  let firstError = null; // a variable, not an array: a setter on Array.prototype could swallow what is pushed
-  const all = Element.prototype.querySelectorAll, byId = Document.prototype.getElementById;
-  const count = Object.getOwnPropertyDescriptor(NodeList.prototype, "length").get, item = NodeList.prototype.item;
-  const tagName = Object.getOwnPropertyDescriptor(Element.prototype, "tagName").get;
-  const innerText = Object.getOwnPropertyDescriptor(HTMLElement.prototype, "innerText").get;
-  const report = (error) => { if (firstError === null) firstError = { message: String(error.message), stack: String(error.stack || "") }; };
-  Object.defineProperty(window, "__report", { value: (error) => report({ message: error && error.message ? error.message : error, stack: error && error.stack }) });
-  Object.defineProperty(window, "__exportName", { value: ${JSON.stringify(exportName || "")} });
+  const apply = Reflect.apply, defineProperty = Reflect.defineProperty, describe = Object.getOwnPropertyDescriptor;
+  const getter = (proto, key) => describe(proto, key).get;
+  const call = (method, self, ...args) => apply(method, self, args);
+  const parentWindow = window.parent, post = window.postMessage, later = window.setTimeout, toText = String;
+  const toNumber = parseFloat, exec = RegExp.prototype.exec, INK = /\\S/, freeze = Object.freeze;
+  const computed = window.getComputedStyle, cssValue = CSSStyleDeclaration.prototype.getPropertyValue;
+  const byId = Document.prototype.getElementById, all = Element.prototype.querySelectorAll;
+  const documentElement = getter(Document.prototype, "documentElement");
+  const count = getter(NodeList.prototype, "length"), item = NodeList.prototype.item;
+  const firstChild = getter(Node.prototype, "firstChild"), nextSibling = getter(Node.prototype, "nextSibling");
+  const parentNode = getter(Node.prototype, "parentNode"), parentElement = getter(Node.prototype, "parentElement");
+  const nodeType = getter(Node.prototype, "nodeType"), textData = getter(CharacterData.prototype, "data");
+  const localName = getter(Element.prototype, "localName"), attribute = Element.prototype.getAttribute;
+  const box = Element.prototype.getBoundingClientRect, click = HTMLElement.prototype.click;
+  const clientWidth = getter(Element.prototype, "clientWidth"), clientHeight = getter(Element.prototype, "clientHeight");
+  const scrollWidth = getter(Element.prototype, "scrollWidth"), scrollHeight = getter(Element.prototype, "scrollHeight");
+  const left = getter(DOMRectReadOnly.prototype, "left"), right = getter(DOMRectReadOnly.prototype, "right");
+  const top = getter(DOMRectReadOnly.prototype, "top"), bottom = getter(DOMRectReadOnly.prototype, "bottom");
+  const range = call(Document.prototype.createRange, document);
+  const selectContents = Range.prototype.selectNodeContents, rangeBox = Range.prototype.getBoundingClientRect;
+  const errorMessage = getter(ErrorEvent.prototype, "message"), errorValue = getter(ErrorEvent.prototype, "error");
+  const errorLine = getter(ErrorEvent.prototype, "lineno"), errorColumn = getter(ErrorEvent.prototype, "colno");
+  const rejection = getter(PromiseRejectionEvent.prototype, "reason");
+  const channel = new MessageChannel(), hop = MessagePort.prototype.postMessage;
+  const canvas = call(Document.prototype.createElement, document, "canvas");
+  canvas.width = 1;
+  canvas.height = 1;
+  const paint = call(HTMLCanvasElement.prototype.getContext, canvas, "2d", { __proto__: null, willReadFrequently: true });
+  const fillStyle = describe(CanvasRenderingContext2D.prototype, "fillStyle").set;
+  const fillRect = CanvasRenderingContext2D.prototype.fillRect, clearRect = CanvasRenderingContext2D.prototype.clearRect;
+  const imageData = CanvasRenderingContext2D.prototype.getImageData, pixels = getter(ImageData.prototype, "data");
+  const append = (list, value) => defineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
+  const text = (value) => { try { return typeof value === "string" ? value : toText(value); } catch { return "(a value that cannot be printed)"; } };
+
+  // The first error of the first render: recorded before it is described (describing it may run model code).
+  let recording = true, firstError = null;
+  const report = (details) => {
+    if (!recording || firstError !== null) return;
+    firstError = { __proto__: null, message: "an error", stack: "" };
+    try {
+      const found = details();
+      firstError = { __proto__: null, message: text(found.message), stack: text(found.stack || "") };
+    } catch {}
+  };
+  const fromValue = (error) => () => ({ __proto__: null, message: error && error.message ? error.message : error, stack: error && error.stack });
+  // The prelude's handle on the harness, given once: the prelude takes it before the component's module runs.
+  let exportKind = "undefined", defaultKind = "undefined", fill = null;
+  let handle = freeze({
+    __proto__: null,
+    exportName: ${JSON.stringify(exportName || "")},
+    report: (error) => report(fromValue(error)),
+    describe: (chosen, fallback) => { exportKind = text(chosen); defaultKind = text(fallback); },
+    explore: (filled) => { fill = filled; },
+  });
+  defineProperty(window, "__harness", { __proto__: null, get: () => { const given = handle; handle = null; return given; } });
+  addEventListener("error", (event) => report(() => {
+    const error = call(errorValue, event);
+    const stack = error && error.stack ? error.stack : "bundle.js:" + call(errorLine, event) + ":" + call(errorColumn, event);
+    return { __proto__: null, message: call(errorMessage, event), stack };
+  }), true);
+  addEventListener("unhandledrejection", (event) => report(() => {
+    const reason = call(rejection, event);
+    return { __proto__: null, message: "unhandled rejection: " + text((reason && reason.message) || reason), stack: reason && reason.stack };
+  }), true);
+
+  // storage and cookies of the frame's own, in memory (the component's API: it may replace them)
   const memoryStorage = () => {
     const items = new Map();
     return Object.freeze({
@@ -258,18 +422,189 @@ const FRAME_PAGE = (nonce, exportName, js) => [`<!doctype html><html><head><meta
     get: () => [...cookies].map(([key, value]) => key + "=" + value).join("; "),
     set: (line) => { const [pair] = String(line).split(";"), at = pair.indexOf("="); if (at > 0) cookies.set(pair.slice(0, at).trim(), pair.slice(at + 1).trim()); },
   });
-  addEventListener("error", (event) => report({ message: event.message, stack: event.error && event.error.stack ? event.error.stack : "bundle.js:" + event.lineno + ":" + event.colno }), true);
-  addEventListener("unhandledrejection", (event) => report({ message: "unhandled rejection: " + String(event.reason && event.reason.message || event.reason), stack: event.reason && event.reason.stack }), true);
-  addEventListener("DOMContentLoaded", () => apply(later, window, [() => apply(later, window, [() => apply(later, window, [() => {
-    const root = apply(byId, document, ["root"]);
-    const elements = root ? apply(all, root, ["*"]) : null;
-    const size = elements ? apply(count, elements, []) : 0;
-    const tags = [];
-    for (let index = 0; index < size; index += 1) apply(push, tags, [apply(tagName, apply(item, elements, [index]), [])]);
-    const result = { elements: size, text: root ? apply(innerText, root, []) : "", tags, errors: firstError ? [firstError] : [] };
-    apply(post, parentWindow, [{ nonce: ${JSON.stringify(nonce)}, result }, "*"]);
-  }, 0])])]));
-})();</script>
+
+  // Waiting for a state to settle: a message, then a zero timeout (after the component's own zero timeouts; the
+  // message resets the timer nesting that Chromium clamps to 4 ms), three times.
+  let resume = null;
+  channel.port1.onmessage = () => { const then = resume; resume = null; call(later, window, then, 0); };
+  const pause = (then) => { resume = then; call(hop, channel.port2, 0); };
+  const settle = (then) => pause(() => pause(() => pause(then)));
+
+  // Colours as the canvas paints them (any CSS colour syntax), cached.
+  const colours = { __proto__: null };
+  const rgba = (value) => {
+    let found = colours[value];
+    if (found === undefined) {
+      call(clearRect, paint, 0, 0, 1, 1);
+      call(fillStyle, paint, "rgba(0, 0, 0, 0)");
+      call(fillStyle, paint, value);
+      call(fillRect, paint, 0, 0, 1, 1);
+      const data = call(pixels, call(imageData, paint, 0, 0, 1, 1));
+      found = { __proto__: null, r: data[0], g: data[1], b: data[2], a: data[3] / 255 };
+      colours[value] = found;
+    }
+    return found;
+  };
+  const blend = (over, alpha, under) => ({ __proto__: null, r: over.r * alpha + under.r * (1 - alpha), g: over.g * alpha + under.g * (1 - alpha), b: over.b * alpha + under.b * (1 - alpha), a: 1 });
+  const linear = (channel) => { const c = channel / 255; return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+  const luminance = (c) => 0.2126 * linear(c.r) + 0.7152 * linear(c.g) + 0.0722 * linear(c.b);
+  const contrast = (a, b) => { const x = luminance(a), y = luminance(b); return x > y ? (x + 0.05) / (y + 0.05) : (y + 0.05) / (x + 0.05); };
+  const WHITE = { __proto__: null, r: 255, g: 255, b: 255, a: 1 };
+  const stands = (colour, alpha, under) => colour.a * alpha > 0 && contrast(blend(colour, colour.a * alpha, under), under) >= ${MIN_CONTRAST};
+
+  const rectOf = (rect) => ({ __proto__: null, l: call(left, rect), t: call(top, rect), r: call(right, rect), b: call(bottom, rect) });
+  const meet = (a, b) => ({ __proto__: null, l: a.l > b.l ? a.l : b.l, t: a.t > b.t ? a.t : b.t, r: a.r < b.r ? a.r : b.r, b: a.b < b.b ? a.b : b.b });
+  const overlaps = (a, area) => { const both = meet(a, area); return both.r - both.l >= 1 && both.b - both.t >= 1; };
+  const css = (style, name) => call(cssValue, style, name);
+  const CLIPS = { __proto__: null, hidden: true, clip: true };
+  const SHOWS_ITSELF = { __proto__: null, input: true, textarea: true, select: true, button: true, img: true, svg: true, canvas: true, video: true, audio: true, progress: true, meter: true, iframe: true, object: true, embed: true, hr: true };
+  const SIDES = ["top", "right", "bottom", "left"];
+
+  // What an element passes to its content: the opacity through its ancestors, the background behind it (unknown under
+  // a background image), the area it is clipped to, and whether something hides it whole.
+  const enter = (element, outer, viewport) => {
+    const style = call(computed, window, element);
+    if (css(style, "display") === "none" || css(style, "content-visibility") === "hidden") return null;
+    const name = call(localName, element);
+    const opacity = toNumber(css(style, "opacity"));
+    const alpha = outer.alpha * (opacity >= 0 ? opacity : 1);
+    const positioned = css(style, "position");
+    const hidden = outer.hidden || css(style, "clip-path") !== "none" || css(style, "mask-image") !== "none" ||
+      (css(style, "clip") !== "auto" && (positioned === "absolute" || positioned === "fixed"));
+    let clip = outer.clip;
+    if (CLIPS[css(style, "overflow-x")] || CLIPS[css(style, "overflow-y")]) {
+      clip = meet(clip, name === "html" || name === "body" ? viewport : rectOf(call(box, element)));
+    }
+    const background = rgba(css(style, "background-color"));
+    return {
+      __proto__: null, style, name, alpha, hidden, clip, outer,
+      background: background.a > 0 ? blend(background, background.a * alpha, outer.background) : outer.background,
+      known: outer.known && css(style, "background-image") === "none",
+      svg: outer.svg || name === "svg",
+      shown: !hidden && alpha > 0 && css(style, "visibility") === "visible",
+    };
+  };
+  const showsItself = (element, inner) => {
+    if (!inner.shown) return false;
+    const rect = rectOf(call(box, element));
+    if (rect.r - rect.l < 1 || rect.b - rect.t < 1 || !overlaps(rect, inner.outer.clip)) return false;
+    if (SHOWS_ITSELF[inner.name]) return inner.name !== "input" || call(attribute, element, "type") !== "hidden";
+    if (!inner.known && inner.outer.known) return true; // a background image of its own
+    const style = inner.style, under = inner.outer.background;
+    if (stands(rgba(css(style, "background-color")), inner.alpha, under)) return true;
+    for (let side = 0; side < 4; side += 1) {
+      const edge = "border-" + SIDES[side];
+      if (toNumber(css(style, edge + "-width")) > 0 && css(style, edge + "-style") !== "none" && stands(rgba(css(style, edge + "-color")), inner.alpha, under)) return true;
+    }
+    return false;
+  };
+  const visibleText = (node, inner) => {
+    if (!inner.shown) return false;
+    call(selectContents, range, node);
+    const rect = rectOf(call(rangeBox, range));
+    if (rect.r - rect.l < 1 || rect.b - rect.t < ${MIN_TEXT_PX} || !overlaps(rect, inner.clip)) return false;
+    if (inner.svg || !inner.known) return true;
+    const style = inner.style;
+    return stands(rgba(css(style, "-webkit-text-fill-color")), inner.alpha, inner.background) ||
+      (toNumber(css(style, "-webkit-text-stroke-width")) > 0 && stands(rgba(css(style, "-webkit-text-stroke-color")), inner.alpha, inner.background));
+  };
+
+  // One state of the page, added to what the earlier states showed.
+  const seen = { __proto__: null, elements: 0, visible: 0, text: "", tags: { __proto__: null }, shown: { __proto__: null } };
+  const texts = { __proto__: null }; // each state's text, once
+  const most = (into, counts) => { for (const name in counts) if (!(into[name] >= counts[name])) into[name] = counts[name]; };
+  const look = () => {
+    const root = call(byId, document, "root");
+    if (!root) return;
+    const html = call(documentElement, document);
+    const width = call(clientWidth, html), height = call(clientHeight, html);
+    const viewport = { __proto__: null, l: 0, t: 0, r: width, b: height };
+    const page = { __proto__: null, l: 0, t: 0, r: width > call(scrollWidth, html) ? width : call(scrollWidth, html), b: height > call(scrollHeight, html) ? height : call(scrollHeight, html) };
+    let chain = null;
+    for (let node = root; node !== null; node = call(parentElement, node)) chain = { __proto__: null, node, next: chain };
+    let context = { __proto__: null, alpha: 1, hidden: false, clip: page, background: WHITE, known: true, svg: false, shown: true };
+    for (let link = chain; link !== null && context !== null; link = link.next) context = enter(link.node, context, viewport);
+    if (context === null) return;
+    let elements = 0, visible = 0, words = "", lastParent = null;
+    const tags = { __proto__: null }, shown = { __proto__: null };
+    // Depth first in document order, without recursion (a deep tree) and without the page's arrays.
+    let node = call(firstChild, root), stack = { __proto__: null, parent: root, context, next: null };
+    while (node !== null) {
+      const type = call(nodeType, node);
+      let inner = null;
+      if (type === 1) {
+        elements += 1;
+        const name = call(localName, node);
+        tags[name] = (tags[name] || 0) + 1;
+        inner = enter(node, stack.context, viewport);
+        if (inner !== null && inner.shown) shown[name] = (shown[name] || 0) + 1;
+        if (inner !== null && showsItself(node, inner)) visible += 1;
+      } else if (type === 3) {
+        const data = call(textData, node);
+        if (call(exec, INK, data) === null) {
+          if (lastParent === stack.parent) words += data; // spaces between the visible texts of one element
+        } else if (visibleText(node, stack.context)) {
+          visible += 1;
+          words += (lastParent === stack.parent || words === "" ? "" : "\\n") + data;
+          lastParent = stack.parent;
+        }
+      }
+      const child = inner === null ? null : call(firstChild, node);
+      if (child !== null) {
+        stack = { __proto__: null, parent: node, context: inner, next: stack };
+        node = child;
+        continue;
+      }
+      let next = call(nextSibling, node);
+      while (next === null && stack.parent !== root) {
+        next = call(nextSibling, stack.parent);
+        stack = stack.next;
+      }
+      node = next;
+    }
+    if (elements > seen.elements) seen.elements = elements;
+    if (visible > seen.visible) seen.visible = visible;
+    if (words !== "" && !texts[words]) seen.text = seen.text === "" ? words : seen.text + "\\n" + words;
+    texts[words] = true;
+    most(seen.tags, tags);
+    most(seen.shown, shown);
+  };
+  const lookSafely = () => { try { look(); } catch {} };
+  const finish = () => {
+    const tags = [], shown = [];
+    for (const name in seen.tags) append(tags, [name, seen.tags[name]]);
+    for (const name in seen.shown) append(shown, [name, seen.shown[name]]);
+    const errors = [];
+    if (firstError !== null) append(errors, firstError);
+    const result = { __proto__: null, elements: seen.elements, visible: seen.visible, text: seen.text, tags, shown_tags: shown, errors, export_kind: exportKind, default_kind: defaultKind };
+    call(post, parentWindow, { __proto__: null, nonce: ${JSON.stringify(nonce)}, result }, "*");
+  };
+  const clickEach = (buttons, index) => {
+    if (index >= buttons.length) return finish();
+    try { call(click, buttons[index]); } catch {}
+    settle(() => { lookSafely(); clickEach(buttons, index + 1); });
+  };
+  const explore = () => {
+    lookSafely();
+    recording = false;
+    if (fill === null) return finish();
+    const clickAll = () => {
+      const root = call(byId, document, "root"), buttons = [];
+      const found = root ? call(all, root, "button, [role=button], input[type=checkbox], input[type=radio], summary") : null;
+      const size = found ? call(count, found) : 0;
+      for (let index = 0; index < size && index < ${MAX_CLICKS}; index += 1) append(buttons, call(item, found, index));
+      clickEach(buttons, 0);
+    };
+    let filled = true;
+    try { filled = fill() === true; } catch {}
+    if (filled) settle(() => { lookSafely(); clickAll(); });
+    else clickAll();
+  };
+  addEventListener("DOMContentLoaded", () => settle(explore), true);
+})();`;
+const FRAME_PAGE = (nonce, exportName, js) => [`<!doctype html><html><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+<script>${scriptText(HARNESS(nonce, exportName))}</script>
 </head><body><div id="root"></div><script>`, `</script><script>${scriptText(js)}
 //# sourceURL=bundle.js</script></body></html>`];
 
@@ -439,7 +774,6 @@ async function onPage(slot, request, built) {
   return { result, screenshot };
 }
 
-const NOTHING = { elements: 0, text_chars: 0, text: "", tags: [] };
 
 // The answer of a page that failed: "timeout" when it outran its limit, "runtime_error" when its renderer
 // crashed (only this request's component ran in it); anything else (the browser died, a protocol error) is the
@@ -476,18 +810,7 @@ async function render(request) {
   }
   release(slot);
   const { result, screenshot } = outcome;
-  const errors = result.navigated ? [{ message: "the page navigated away" }] : result.errors;
-  const tags = [...new Set(result.tags.map((tag) => String(tag).toLowerCase()))];
-  const text = String(result.text);
-  const answer = { elements: result.elements, text_chars: text.trim().length, text: text.slice(0, MAX_TEXT), tags };
-  if (errors.length > 0) {
-    const first = errors[0];
-    const offset = codeOffset(first.stack, built.map, request.code);
-    answer.status = "runtime_error";
-    answer.exception = offset === undefined ? { message: first.message } : { message: first.message, offset_utf16: offset };
-  } else {
-    answer.status = result.elements > 0 || answer.text_chars > 0 ? "renders" : "blank";
-  }
+  const answer = answerOf(result, built.map, request.code);
   if (screenshot !== undefined) answer.screenshot = screenshot;
   return answer;
 }

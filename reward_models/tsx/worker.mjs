@@ -236,65 +236,131 @@ function createTypescriptChecker() {
     }
   }
 
+  // What a component expression or declaration comes to: a function, an arrow, a class, through identifiers bound
+  // in the module, memo() / forwardRef() calls and type assertions (null when it is none of those).
+  function resolveComponent(node, bindings, depth = 0) {
+    while (node && depth < 20) {
+      depth += 1;
+      if (ts.isFunctionDeclaration(node) || ts.isFunctionExpression(node) || ts.isArrowFunction(node) || ts.isClassLike(node)) return node;
+      if (ts.isParenthesizedExpression(node) || ts.isAsExpression(node) || ts.isSatisfiesExpression(node) || ts.isTypeAssertionExpression(node) || ts.isNonNullExpression(node)) {
+        node = node.expression;
+      } else if (ts.isIdentifier(node)) {
+        node = bindings.get(node.text);
+      } else if (ts.isCallExpression(node) && node.arguments.length > 0 && /^(memo|forwardRef)$/.test(calleeName(node.expression))) {
+        node = node.arguments[0];
+      } else {
+        return null;
+      }
+    }
+    return null;
+  }
+
+  // The name a default export's expression gives its component: the identifier it wraps (`memo(SongItems)`,
+  // `SongItems as any`) or the name of the function or class it is (`memo(function SongItems() {...})`).
+  function wrappedName(node) {
+    for (let depth = 0; node && depth < 20; depth += 1) {
+      if (ts.isIdentifier(node)) return node.text;
+      if ((ts.isFunctionExpression(node) || ts.isClassExpression(node)) && node.name) return node.name.text;
+      if (ts.isParenthesizedExpression(node) || ts.isAsExpression(node) || ts.isSatisfiesExpression(node) || ts.isTypeAssertionExpression(node) || ts.isNonNullExpression(node)) node = node.expression;
+      else if (ts.isCallExpression(node) && node.arguments.length > 0 && /^(memo|forwardRef)$/.test(calleeName(node.expression))) node = node.arguments[0];
+      else return null;
+    }
+    return null;
+  }
+
+  function calleeName(expression) {
+    if (ts.isIdentifier(expression)) return expression.text;
+    if (ts.isPropertyAccessExpression(expression)) return expression.name.text;
+    return "";
+  }
+
+  // The props a component takes: the names its first parameter destructures, the fields it reads from that parameter
+  // (`props.items`, `props["items"]`, `const { items } = props`); for a class, the fields it reads from
+  // `this.props`. `params`: the parameter list's range (the class name's, the export's for no function).
+  function componentProps(source, component, anchor) {
+    const props = new Set();
+    const readsOf = (scope, isProps) => {
+      const stack = [scope];
+      while (stack.length > 0) {
+        const node = stack.pop();
+        if (ts.isPropertyAccessExpression(node) && isProps(node.expression)) props.add(node.name.text);
+        else if (ts.isElementAccessExpression(node) && isProps(node.expression) && ts.isStringLiteralLike(node.argumentExpression)) props.add(node.argumentExpression.text);
+        else if (ts.isVariableDeclaration(node) && node.initializer && isProps(node.initializer) && ts.isObjectBindingPattern(node.name)) destructured(node.name);
+        ts.forEachChild(node, (child) => {
+          stack.push(child);
+        });
+      }
+    };
+    const destructured = (pattern) => {
+      for (const element of pattern.elements) {
+        const key = element.propertyName ?? element.name;
+        if (!element.dotDotDotToken && (ts.isIdentifier(key) || ts.isStringLiteralLike(key))) props.add(key.text);
+      }
+    };
+    if (component && ts.isClassLike(component)) {
+      const isThisProps = (node) => ts.isPropertyAccessExpression(node) && node.expression.kind === ts.SyntaxKind.ThisKeyword && node.name.text === "props";
+      readsOf(component, isThisProps);
+      const name = component.name ?? anchor;
+      return { props: [...props], params: [name.getStart(source), name.end] };
+    }
+    const first = component && component.parameters ? component.parameters[0] : undefined;
+    if (first && ts.isObjectBindingPattern(first.name)) destructured(first.name);
+    else if (first && ts.isIdentifier(first.name) && component.body) {
+      const parameter = first.name.text;
+      readsOf(component.body, (node) => ts.isIdentifier(node) && node.text === parameter);
+    }
+    const params = component && component.parameters ? [component.parameters.pos, component.parameters.end] : [anchor.getStart(source), anchor.end];
+    return { props: [...props], params };
+  }
+
   // The component's outline, for requirement checks (UTF-16 offsets): exported names, the default export's
-  // name, each exported function's props (the names its first parameter destructures, and where that
-  // parameter list is), and every JSX tag (name, the opening tag's name range, the closing tag's if any).
+  // name, each export's props (see componentProps) and where its parameter list is, and every JSX tag (name, the
+  // opening tag's name range, the closing tag's if any). An export is followed through the module's own bindings:
+  // `export { Impl as Name }`, `export default Name`, a const bound to an arrow or function expression, a class,
+  // and the wrappers memo(), forwardRef() (also React.memo, React.forwardRef) and type assertions.
   function outline(code) {
     const source = ts.createSourceFile(slot(0), code, ts.ScriptTarget.Latest, true, ts.ScriptKind.TSX);
     const exported = (node) => (ts.getCombinedModifierFlags(node) & ts.ModifierFlags.Export) !== 0;
     const isDefault = (node) => (ts.getCombinedModifierFlags(node) & ts.ModifierFlags.Default) !== 0;
+    const bindings = new Map(); // the module's top-level names: the node that gives each its value
+    for (const statement of source.statements) {
+      if ((ts.isFunctionDeclaration(statement) || ts.isClassDeclaration(statement)) && statement.name) {
+        bindings.set(statement.name.text, statement);
+      } else if (ts.isVariableStatement(statement)) {
+        for (const declaration of statement.declarationList.declarations) {
+          if (ts.isIdentifier(declaration.name) && declaration.initializer) bindings.set(declaration.name.text, declaration.initializer);
+        }
+      }
+    }
     const exports = [];
     const functions = {};
     let defaultName = null;
-    const describeFunction = (name, fn, anchor) => {
-      const first = fn && fn.parameters ? fn.parameters[0] : undefined;
-      const props = first && ts.isObjectBindingPattern(first.name)
-        ? first.name.elements.map((element) => (element.propertyName ?? element.name).getText(source))
-        : [];
-      const list = fn && fn.parameters && fn.parameters.pos !== undefined
-        ? [fn.parameters.pos, fn.parameters.end]
-        : [anchor.getStart(source), anchor.end];
-      functions[name] = { props, params: list };
+    const describe = (name, node, anchor) => {
+      functions[name] = componentProps(source, resolveComponent(node, bindings), anchor);
     };
     for (const statement of source.statements) {
-      if (ts.isFunctionDeclaration(statement) && exported(statement)) {
+      if ((ts.isFunctionDeclaration(statement) || ts.isClassDeclaration(statement)) && exported(statement)) {
         const name = statement.name ? statement.name.text : "default";
         exports.push(name);
         if (isDefault(statement)) defaultName = name;
-        describeFunction(name, statement, statement.name ?? statement);
+        describe(name, statement, statement.name ?? statement);
       } else if (ts.isVariableStatement(statement) && exported(statement)) {
         for (const declaration of statement.declarationList.declarations) {
           if (!ts.isIdentifier(declaration.name)) continue;
           exports.push(declaration.name.text);
-          const init = declaration.initializer;
-          const fn = init && (ts.isArrowFunction(init) || ts.isFunctionExpression(init)) ? init : undefined;
-          describeFunction(declaration.name.text, fn, declaration.name);
+          describe(declaration.name.text, declaration.initializer, declaration.name);
         }
       } else if (ts.isExportAssignment(statement) && !statement.isExportEquals) {
         const expression = statement.expression;
-        defaultName = ts.isIdentifier(expression) ? expression.text : "default";
-        if (!ts.isIdentifier(expression)) {
-          const fn = ts.isArrowFunction(expression) || ts.isFunctionExpression(expression) ? expression : undefined;
-          describeFunction("default", fn, expression);
-        }
-      } else if (ts.isExportDeclaration(statement) && statement.exportClause && ts.isNamedExports(statement.exportClause)) {
+        defaultName = wrappedName(expression) ?? "default";
+        describe(defaultName, expression, expression);
+      } else if (ts.isExportDeclaration(statement) && !statement.moduleSpecifier && statement.exportClause && ts.isNamedExports(statement.exportClause)) {
         for (const element of statement.exportClause.elements) {
-          if (element.name.text === "default") defaultName = (element.propertyName ?? element.name).text;
-          else exports.push(element.name.text);
-        }
-      }
-    }
-    // A default export that names a local function or constant: its props too.
-    for (const statement of source.statements) {
-      if (!defaultName || functions[defaultName]) break;
-      if (ts.isFunctionDeclaration(statement) && statement.name?.text === defaultName) {
-        describeFunction(defaultName, statement, statement.name);
-      } else if (ts.isVariableStatement(statement)) {
-        for (const declaration of statement.declarationList.declarations) {
-          const init = declaration.initializer;
-          if (!ts.isIdentifier(declaration.name) || declaration.name.text !== defaultName) continue;
-          const fn = init && (ts.isArrowFunction(init) || ts.isFunctionExpression(init)) ? init : undefined;
-          describeFunction(defaultName, fn, declaration.name);
+          const local = element.propertyName ?? element.name;
+          const name = element.name.text === "default" ? local.text : element.name.text;
+          if (element.name.text === "default") defaultName = name;
+          else exports.push(name);
+          describe(name, local, local);
         }
       }
     }
