@@ -226,7 +226,9 @@ def programs(draw, wrong: bool) -> Program:
     return program
 
 
-batches = st.lists(st.booleans().flatmap(lambda wrong: programs(wrong).map(lambda p: (wrong, p))), min_size=8, max_size=8)
+# Eight (wrong, program) pairs: one call of each checker per example.
+labelled = st.booleans().flatmap(lambda wrong: programs(wrong).map(lambda program: (wrong, program)))
+batches = st.lists(labelled, min_size=8, max_size=8)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -235,7 +237,7 @@ def test_every_real_directive_is_blanked_and_nothing_else_changes(batch):
     codes = [program.code for _, program in batch]
     for (_, program), code, out in zip(batch, codes, blanked(codes), strict=True):
         assert len(out) == len(code)
-        changed = {position for position, (a, b) in enumerate(zip(code, out)) if a != b}
+        changed = {position for position, (a, b) in enumerate(zip(code, out, strict=True)) if a != b}
         assert changed == set(program.directives), (code, out)
         assert all(code[position] in "@/" and out[position] == " " for position in changed)
         assert all(out[start:end] == code[start:end] for start, end in program.literals)
@@ -274,7 +276,7 @@ HIDDEN_DIRECTIVES = [
 # Code whose strings hold directives: a string edited by the blanking no longer matches its type.
 STRINGS_WITH_DIRECTIVES = [
     f"export const s: {typed('// @ts-ignore')} = '// @ts-ignore';",
-    f"export const s: {typed('/* @ts-nocheck */')} = \"/* @ts-nocheck */\";",
+    f'export const s: {typed("/* @ts-nocheck */")} = "/* @ts-nocheck */";',
     f"export const t: {typed('/* @jsx h */x')} = `/* @jsx h */${{'x'}}` as const;",
 ]
 
