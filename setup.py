@@ -31,6 +31,7 @@ setup(
         "bot_grpo_verl.rewards": [
             "tsx/worker.mjs",
             "tsx/tsc7.mjs",
+            "tsx/directives.mjs",
             "tsx/render.mjs",
             "tsx/package.json",
             "tsx/package-lock.json",

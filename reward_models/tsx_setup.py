@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 SOURCES = Path(__file__).resolve().parent / "tsx"
-SHIPPED = ("worker.mjs", "tsc7.mjs", "render.mjs", "package.json", "package-lock.json")
+SHIPPED = ("worker.mjs", "tsc7.mjs", "directives.mjs", "render.mjs", "package.json", "package-lock.json")
 DIR_VARIABLE = "BOT_GRPO_VERL_TSX_DIR"
 # Written last by `install`: the fingerprint of the files the directory was installed from.
 MARKER = ".bot-grpo-verl-installed"

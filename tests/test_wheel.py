@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.13.0"
 BROKEN_TSX = "Here it is:\n```tsx\nexport default function App() {\n  return <div>{1 +}</div>;\n}\n```\n"
 ARITHMETIC = "17 + 25 = 42\n\n42 * 3 = 126\n\n126 - 40 = 86\n\nThe answer is \\boxed{86}."
-TSX_FILES = ("worker.mjs", "tsc7.mjs", "package.json", "package-lock.json")
+TSX_FILES = ("worker.mjs", "tsc7.mjs", "directives.mjs", "package.json", "package-lock.json")
 
 # Run by the installed interpreter, outside the clone: prints one JSON line of what it saw.
 SCRIPT = """

@@ -17,7 +17,7 @@
 //   - TypeScript 7's lib files, in the platform package's lib folder.
 // Everything else does not exist: `import x from "/etc/passwd"`, a package on disk, `typescript`, another
 // sample: unresolved, so typed `any` by the ambient module, as with tsc6. (Comment directives, including
-// /// <reference path=...>, are blanked before the check by worker.mjs, as for tsc6.)
+// /// <reference path=...>, are blanked before the check by the withoutDirectives option, as for tsc6.)
 //
 // The Go process is the thread's to lose: worker.mjs's main thread learns its pid (the `onProcess`
 // callback posts it), kills it when a sample runs past its time limit or the process's resident memory

@@ -51,6 +51,7 @@ import path from "node:path";
 import readline from "node:readline";
 import { fileURLToPath } from "node:url";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
+import { withoutDirectives } from "./directives.mjs";
 
 const require = createRequire(import.meta.url);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -82,16 +83,8 @@ const TSC7_MEMORY_MB = Number(process.env.BOT_GRPO_VERL_TSC7_MEMORY_MB || 2048);
 const MEMORY_POLL_MS = 50;
 // How long a tsc7 thread may take to answer once its Go process is killed (it was waiting for that process).
 const KILL_GRACE_MS = 5_000;
-// Comment directives that would change what TypeScript checks: @ts-nocheck, @ts-ignore, @ts-expect-error
-// (and @ts-check), the JSX pragmas (@jsx, @jsxFrag, @jsxImportSource, @jsxRuntime: another factory or import
-// source types JSX as anything), in any spelling TypeScript reads (it lowercases pragma names), and triple-
-// slash directives (/// <reference path=...> reads files). Inside every comment (and anything that looks
-// like one, e.g. in a string), their first character is blanked before the type check, so they become plain
-// comments and every offset stays the same.
-const COMMENTS = /\/\/[^\n\r\u2028\u2029]*|\/\*[\s\S]*?(?:\*\/|$)/g;
-function withoutDirectives(code) {
-  return code.replace(COMMENTS, (comment) => comment.replace(/@(?=ts-|jsx)/gi, " ").replace(/^\/(?=\/\/\s*<)/, " "));
-}
+// Both checkers type-check the code with its comment directives (@ts-ignore, @ts-nocheck, JSX pragmas, /// <reference>)
+// blanked, offsets kept: withoutDirectives (directives.mjs) reads the comments from TypeScript's parse.
 // The only modules a checked sample may resolve: React's typings. Every other import (a package, ./Card, an
 // absolute path, another sample's virtual file) stays unresolved and is typed `any` by the ambient
 // `declare module "*"`, whatever exists on disk.
@@ -185,7 +178,7 @@ function createTypescriptChecker() {
   // resolves React's types once for the batch, which is most of the cost of a check. Returns the files.
   function load(codes) {
     const files = codes.map((code, number) => {
-      virtual.set(slot(number), withoutDirectives(code));
+      virtual.set(slot(number), withoutDirectives(ts, code));
       versions.set(slot(number), (versions.get(slot(number)) ?? 0) + 1);
       return slot(number);
     });
@@ -492,7 +485,7 @@ async function createTsc7Checker() {
   const native = await createNativeChecker({
     here: HERE,
     compilerOptions: TSCONFIG,
-    withoutDirectives,
+    withoutDirectives: (code) => withoutDirectives(require("typescript"), code),
     memoryMb: TSC7_MEMORY_MB,
     onProcess: (pid) => parentPort.postMessage({ process: pid }),
   });
