@@ -104,91 +104,65 @@ def pooled(comparison: str, folder: str, metric: str) -> Verdict:
 NOT_RETUNED = "the withdrawn estimators' rates (not re-tuned)"
 UNWHITENED = "PURE without batch whitening"
 
-VERDICTS = (
-    protocol("arith", "BoT-GRPO - GRPO, test Pass@1", "protocol/arith", "bot_grpo", "grpo"),
-    protocol(
-        "arith",
+
+def shuffled_control(task: str) -> Verdict:
+    """BoT-GRPO minus its localisation control (token rewards shuffled within each response), from the report with
+    BoT-GRPO as the baseline."""
+    return protocol(
+        task,
         "BoT-GRPO - BoT-GRPO shuffled (localisation control)",
-        "protocol/arith/vs-bot_grpo",
+        f"protocol/{task}/vs-bot_grpo",
         "bot_grpo_shuffled",
         "bot_grpo",
         negate=True,
-    ),
+    )
+
+
+def rerun(task: str) -> tuple[Verdict, ...]:
+    """The rerun of issue 25 on ``task``: BoT-GRPO minus GRPO, minus PS-GRPO and minus PURE (the last two from
+    the report with BoT-GRPO as the baseline)."""
+    folder = f"protocol-rerun/{task}"
+    return (
+        protocol(task, "BoT-GRPO - GRPO, the rerun's warm start", folder, "bot_grpo", "grpo"),
+        *(
+            protocol(
+                task, f"BoT-GRPO - {name}", f"{folder}/vs-bot_grpo", cell, "bot_grpo",
+                negate=True, learning_rates=NOT_RETUNED,
+            )
+            for cell, name in (("ps_grpo", "PS-GRPO"), ("pure", f"PURE ({UNWHITENED})"))
+        ),
+    )  # fmt: skip
+
+
+def composed(name: str, folder: str) -> tuple[Verdict, ...]:
+    """A composed React reward against compile-only, both under BoT-GRPO: the spec rate and the compile rate."""
+    return tuple(pooled(f"{name} - compile-only, {rate}", folder, key) for key, rate in COMPOSED_RATES)
+
+
+COMPOSED_RATES = (("spec_rate", "spec rate"), ("compile_rate", "compile rate"))
+
+VERDICTS = (
+    protocol("arith", "BoT-GRPO - GRPO, test Pass@1", "protocol/arith", "bot_grpo", "grpo"),
+    shuffled_control("arith"),
     protocol("arith_hard", "BoT-GRPO - GRPO, test Pass@1", "protocol/arith_hard", "bot_grpo", "grpo"),
     protocol(
         "arith_hard", "BoT-GRPO - GRPO, a second warm start", "protocol-replication/arith_hard", "bot_grpo", "grpo"
     ),
     protocol("react", "BoT-GRPO - GRPO, compiles as asked", "protocol/react", "bot_grpo", "grpo"),
-    protocol(
-        "react",
-        "BoT-GRPO - BoT-GRPO shuffled (localisation control)",
-        "protocol/react/vs-bot_grpo",
-        "bot_grpo_shuffled",
-        "bot_grpo",
-        negate=True,
-    ),
-    protocol("react", "BoT-GRPO - GRPO, the rerun's warm start", "protocol-rerun/react", "bot_grpo", "grpo"),
-    protocol("react", "BoT-GRPO - PS-GRPO", "protocol-rerun/react", "bot_grpo", "ps_grpo", learning_rates=NOT_RETUNED),
-    protocol(
-        "react",
-        f"BoT-GRPO - PURE ({UNWHITENED})",
-        "protocol-rerun/react/vs-bot_grpo",
-        "pure",
-        "bot_grpo",
-        negate=True,
-        learning_rates=NOT_RETUNED,
-    ),
+    shuffled_control("react"),
+    *rerun("react"),
     protocol(
         "react", f"PURE ({UNWHITENED}) - GRPO", "protocol-rerun/react", "pure", "grpo", learning_rates=NOT_RETUNED
     ),
-    protocol("arith", "BoT-GRPO - GRPO, the rerun's warm start", "protocol-rerun/arith", "bot_grpo", "grpo"),
-    protocol(
-        "arith",
-        "BoT-GRPO - PS-GRPO",
-        "protocol-rerun/arith/vs-bot_grpo",
-        "ps_grpo",
-        "bot_grpo",
-        negate=True,
-        learning_rates=NOT_RETUNED,
-    ),
-    protocol(
-        "arith",
-        f"BoT-GRPO - PURE ({UNWHITENED})",
-        "protocol-rerun/arith/vs-bot_grpo",
-        "pure",
-        "bot_grpo",
-        negate=True,
-        learning_rates=NOT_RETUNED,
-    ),
-    protocol("arith_hard", "BoT-GRPO - GRPO, the rerun's warm start", "protocol-rerun/arith_hard", "bot_grpo", "grpo"),
-    protocol(
-        "arith_hard",
-        "BoT-GRPO - PS-GRPO",
-        "protocol-rerun/arith_hard/vs-bot_grpo",
-        "ps_grpo",
-        "bot_grpo",
-        negate=True,
-        learning_rates=NOT_RETUNED,
-    ),
-    protocol(
-        "arith_hard",
-        f"BoT-GRPO - PURE ({UNWHITENED})",
-        "protocol-rerun/arith_hard/vs-bot_grpo",
-        "pure",
-        "bot_grpo",
-        negate=True,
-        learning_rates=NOT_RETUNED,
-    ),
+    *rerun("arith"),
+    *rerun("arith_hard"),
     protocol("agent", "BoT-GRPO - GRPO, per-turn rewards", "agent/agent", "bot_grpo", "grpo"),
     protocol(
         "agent", "BoT-GRPO - PS-GRPO, turns as steps", "agent/agent/vs-bot_grpo", "ps_grpo", "bot_grpo", negate=True
     ),
-    pooled("composed reward - compile-only, spec rate", "react-composed", "spec_rate"),
-    pooled("composed reward - compile-only, compile rate", "react-composed", "compile_rate"),
-    pooled("graded composed reward - compile-only, spec rate", "react-graded-fix", "spec_rate"),
-    pooled("graded composed reward - compile-only, compile rate", "react-graded-fix", "compile_rate"),
-    pooled("name-gated graded reward - compile-only, spec rate", "react-named", "spec_rate"),
-    pooled("name-gated graded reward - compile-only, compile rate", "react-named", "compile_rate"),
+    *composed("composed reward", "react-composed"),
+    *composed("graded composed reward", "react-graded-fix"),
+    *composed("name-gated graded reward", "react-named"),
 )
 """README's results, in the order of its table."""
 
