@@ -182,7 +182,9 @@ def test_every_docs_page_is_reachable_from_the_readme():
 
 def test_readme_is_one_screen_with_the_switch_and_the_quick_start():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert len(readme.splitlines()) <= 150, "the README: the switch, a reward, quick start, results and bad-input tables; details in docs/"
+    assert len(readme.splitlines()) <= 150, (
+        "the README: the switch, a reward, quick start, results and bad-input tables; details in docs/"
+    )
     assert "make test" in readme and "make demo" in readme and "+preset=bot_grpo" in readme
 
 
