@@ -5,6 +5,7 @@ import subprocess
 import sys
 import unicodedata
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -263,3 +264,21 @@ def test_force_rebuilds_and_an_interrupted_build_leaves_nothing(tmp_path, monkey
     with pytest.raises(RuntimeError, match="interrupted"):
         build_assets(tmp_path, seed=1, **quiet)
     assert [path.name for path in tmp_path.iterdir()] == [forced.root.name]
+
+
+def test_a_build_says_each_stage_with_the_seconds_since_it_began(tmp_path, monkeypatch):
+    clock = iter([100.0, 100.2, 163.7, 171.0])  # build start, then one reading per message
+
+    def fake_build(root, task, settings, seed, progress):
+        progress("SFT step 24/240")
+        return {"build_seconds": 71.0}
+
+    messages = []
+    monkeypatch.setattr(assets, "_build", fake_build)
+    monkeypatch.setattr(assets, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    built = build_assets(tmp_path, settings=TINY, progress=messages.append)
+    assert messages == [
+        f"+0 s building into {built.root} (once; reused while the demo's sources and settings stay the same)",
+        "+64 s SFT step 24/240",
+        "+71 s built in 71 s",
+    ]
