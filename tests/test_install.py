@@ -1,11 +1,12 @@
 """The documented install commands cannot conflict on torch, vLLM or transformers.
 
-Every fenced block of README's Install section, recipes/README.md and docs/install.md that holds ``pip install``
-lines is one environment: its commands' requirements (explicit ones, this project's from setup.py, and through
-the ``[gpu]`` extra verl's own ``verl[vllm]`` pins, read from the installed verl's metadata) must agree on those
-packages, and a block that installs ``[gpu]`` must leave torch and vLLM to verl (no torch of its own, pinned or
-not: pip would refuse it or silently replace it). The slow test resolves README's GPU command against PyPI with
-``pip install --dry-run --report`` and checks what pip chose against verl's pins.
+In README's Install section, recipes/README.md's GPU section and docs/install.md, each run of ``pip install`` lines
+of a fenced block up to the one that installs this package is one environment (what is installed first, then the
+package): its requirements (explicit ones, this project's from setup.py, and through the ``[gpu]`` extra verl's own
+``verl[vllm]`` pins, read from the installed verl's metadata) must agree on those packages, and an environment that
+installs ``[gpu]`` must leave torch and vLLM to verl (no torch of its own, pinned or not: pip would refuse it or
+silently replace it). The slow test resolves README's GPU command against PyPI with ``pip install --dry-run
+--report`` and checks what pip chose against verl's pins.
 """
 
 import importlib.metadata
@@ -32,25 +33,29 @@ VALUED_OPTIONS = {"--index-url", "-i", "--extra-index-url", "--config-settings",
 DOCUMENTS = {"README.md": "## Install", "recipes/README.md": "## Running on a GPU cluster", "docs/install.md": ""}
 
 
-def install_blocks(markdown: str, section: str = "") -> list[list[str]]:
-    """The ``pip install`` argument lists of each fenced block (one list per command) under ``section`` (up to the
-    next heading of the same level; the whole text when empty); blocks without ``pip install`` are left out."""
+def install_blocks(markdown: str, section: str = "") -> list[list[list[str]]]:
+    """The environments the fenced blocks under ``section`` (up to the next heading of its level; the whole text when
+    empty) install: each a list of ``pip install`` argument lists, the run of commands of one block up to the one
+    that installs this package (a block's commands after the last such one form one more)."""
     if section:
         level = section.split(" ")[0] + " "
         start = markdown.index(section + "\n")
         end = markdown.find("\n" + level, start + len(section))
         markdown = markdown[start : end if end >= 0 else None]
-    blocks = []
+    environments = []
     for number, chunk in enumerate(markdown.split("```")):
         if number % 2 == 0:  # outside a fence
             continue
-        commands = []
+        commands: list[list[str]] = []
         for line in chunk.replace("\\\n", " ").splitlines():
             if line.strip().startswith("pip install "):
                 commands.append(shlex.split(line, comments=True)[2:])
+                if any(installs_project(argument) for argument in requirement_arguments(commands[-1])):
+                    environments.append(commands)
+                    commands = []
         if commands:
-            blocks.append(commands)
-    return blocks
+            environments.append(commands)
+    return environments
 
 
 def requirement_arguments(arguments: list[str]) -> list[str]:
@@ -64,6 +69,11 @@ def requirement_arguments(arguments: list[str]) -> list[str]:
         elif word == "-e" or not word.startswith("-"):
             requirements += [] if word == "-e" else [word]
     return requirements
+
+
+def installs_project(argument: str) -> bool:
+    """Whether a requirement argument is this package (``.``, ``.[extras]``, its name with or without extras)."""
+    return canonicalize_name(as_requirement(argument).name) == PROJECT
 
 
 def as_requirement(argument: str) -> Requirement:
@@ -157,7 +167,7 @@ def documented_blocks() -> list[tuple[str, list[list[str]]]]:
 def test_every_documented_install_block_agrees_on_torch_vllm_and_transformers(setup):
     blocks = documented_blocks()
     readme = [block for document, block in blocks if document == "README.md"]
-    assert len(readme) == 3, readme  # CPU, fresh GPU, GPU with verl's image
+    assert [len(block) for block in readme] == [1, 1], readme  # CPU (torch named with the package), fresh GPU
     gpu = [
         block for _, block in blocks if any(".[gpu" in argument or "[gpu]" in argument for c in block for argument in c)
     ]
@@ -197,6 +207,17 @@ def test_pip_options_and_their_values_are_not_requirements():
     assert requirement_arguments(words) == [".[test]", "torch==2.13.0"]
 
 
+def test_each_environment_ends_with_the_command_that_installs_the_package():
+    commands = [
+        'pip install torch==2.13.0 -e ".[test]"  # CPU',
+        "pip install numpy",
+        'pip install ".[gpu]"',
+        "pip install x",
+    ]
+    text = "```bash\n" + "\n".join(commands) + "\n```"
+    assert install_blocks(text) == [[["torch==2.13.0", "-e", ".[test]"]], [["numpy"], [".[gpu]"]], [["x"]]]
+
+
 def pypi_reachable() -> bool:
     try:
         socket.create_connection(("pypi.org", 443), timeout=5).close()
@@ -212,6 +233,7 @@ def test_readmes_gpu_command_resolves_to_verls_torch_and_vllm(tmp_path, setup):
     readme = install_blocks((ROOT / "README.md").read_text(), DOCUMENTS["README.md"])
     (gpu,) = [block for block in readme if any(".[gpu" in argument for argument in block[0])]
     (command,) = gpu
+    assert not any(argument.startswith("torch") for argument in command)
     requirements = [str(ROOT) + argument[1:] if argument.startswith(".") else argument for argument in command]
     report = tmp_path / "report.json"
     # --isolated: PyPI alone, as CI sees it (no machine-wide pip configuration, constraints or local wheels).
