@@ -112,7 +112,9 @@ def write_summaries(runs_dir: Path, task: str, model: str, steps: int, problems,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m recipes.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--task", required=True, choices=sorted(TASKS))
     parser.add_argument("--model", required=True, choices=sorted(MODELS))
     parser.add_argument("--runs-dir", type=Path, default=RUNS, help="the launcher's --runs-dir (default runs/recipes)")
