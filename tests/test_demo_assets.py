@@ -5,13 +5,14 @@ import subprocess
 import sys
 import unicodedata
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
 from tiny_demo import TINY
-from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2ForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
 from bot_grpo_verl.rewards.react_requirements import SPEC_KEY, ReactSpec
 from demo import assets, react_corpus, sft, tasks
@@ -263,3 +264,44 @@ def test_force_rebuilds_and_an_interrupted_build_leaves_nothing(tmp_path, monkey
     with pytest.raises(RuntimeError, match="interrupted"):
         build_assets(tmp_path, seed=1, **quiet)
     assert [path.name for path in tmp_path.iterdir()] == [forced.root.name]
+
+
+def test_a_build_says_each_stage_with_the_seconds_since_it_began(tmp_path, monkeypatch):
+    clock = iter([100.0, 100.2, 163.7, 171.0])  # build start, then one reading per message
+
+    def fake_build(root, task, settings, seed, progress):
+        progress("SFT step 24/240")
+        return {"build_seconds": 71.0}
+
+    messages = []
+    monkeypatch.setattr(assets, "_build", fake_build)
+    monkeypatch.setattr(assets, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    built = build_assets(tmp_path, settings=TINY, progress=messages.append)
+    assert messages == [
+        f"+0 s building into {built.root} (once; reused while the demo's sources and settings stay the same)",
+        "+64 s SFT step 24/240",
+        "+71 s built in 71 s",
+    ]
+
+
+def test_the_warm_start_says_where_it_is_at_least_every_progress_interval(monkeypatch):
+    """20 steps report every 2nd step (a tenth); when steps take longer than ``PROGRESS_SECONDS`` each one reports."""
+    config = Qwen2Config(
+        vocab_size=16,
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    model = Qwen2ForCausalLM(config)
+    train = [([1, 2, 3, 4, 5], [-100, -100, 3, 4, 5]), ([1, 6, 7], [-100, 6, 7])]
+    settings = DemoSettings(sft_steps=20, sft_batch_size=2)
+    messages = []
+    sft.supervised_warm_start(model, train, sft.collate(train, 0), settings, 0, 0, messages.append)
+    assert [message.split(":")[0] for message in messages] == [f"SFT step {step}/20" for step in range(2, 21, 2)]
+    seconds = iter(range(0, 10_000, 31))  # every reading of the clock 31 s after the last
+    monkeypatch.setattr(sft, "time", SimpleNamespace(perf_counter=lambda: float(next(seconds))))
+    messages.clear()
+    sft.supervised_warm_start(model, train, sft.collate(train, 0), settings, 0, 0, messages.append)
+    assert [message.split(":")[0] for message in messages] == [f"SFT step {step}/20" for step in range(1, 21)]
