@@ -99,15 +99,14 @@ The parts, one concept each: :mod:`~bot_grpo_verl.rewards.react_options` (the op
 :mod:`~bot_grpo_verl.rewards.tsx_source` (code blocks, positions, error regions, spans),
 :mod:`~bot_grpo_verl.rewards.tsx_checker` (the compile worker's client), :mod:`~bot_grpo_verl.rewards.react_gates`
 (render, requirements, judge); this file holds the one scoring path, :func:`score` (async), which
-:func:`compute_score_async` awaits and :func:`compute_score` runs on its thread's private event loop.
+:func:`compute_score_async` awaits and :func:`compute_score` runs on a private event loop.
 """
 
 # No ``from __future__ import annotations``: verl loads this file without registering it in sys.modules,
 # and dataclasses cannot resolve string annotations there.
 import asyncio
 import concurrent.futures
-import os
-import threading
+import typing
 
 from bot_grpo_verl.rewards.node_worker import CheckerError, CheckerSetupError  # noqa: F401  (this reward's API)
 from bot_grpo_verl.rewards.react_gates import (
@@ -234,14 +233,14 @@ async def compute_score_async(data_source, solution_str: str, ground_truth=None,
 
 
 def compute_score(data_source, solution_str: str, ground_truth=None, extra_info=None, **kwargs) -> dict:
-    """:func:`compute_score_async` as a blocking call (``name=compute_score``), run on the calling thread's private
-    event loop; thread-safe. Called where an event loop runs, it runs in a thread of its own (and blocks that loop
-    until it is done, as any blocking reward does)."""
+    """:func:`compute_score_async` as a blocking call (``name=compute_score``), run on an event loop of its own;
+    thread-safe. Called where an event loop runs, it runs in a thread of its own (and blocks that loop until it is
+    done, as any blocking reward does)."""
     scoring = score(solution_str, extra_info, parse_options(kwargs))
     if _running_loop() is not None:
         with concurrent.futures.ThreadPoolExecutor(1) as thread:
-            return thread.submit(asyncio.run, scoring).result()
-    return _private_loop().run_until_complete(scoring)
+            return thread.submit(_run_privately, scoring).result()
+    return _run_privately(scoring)
 
 
 def reference_spec(reference: str) -> dict:
@@ -253,14 +252,14 @@ def reference_spec(reference: str) -> dict:
     return spec_from_reference(answer["outline"])
 
 
-_loops = threading.local()
-
-
-def _private_loop() -> asyncio.AbstractEventLoop:
-    """The calling thread's own event loop for :func:`compute_score`, made on its first call and kept."""
-    if getattr(_loops, "loop", None) is None:
-        _loops.loop = asyncio.new_event_loop()
-    return _loops.loop
+def _run_privately(scoring: typing.Coroutine):
+    """Run the coroutine ``scoring`` to its end on an event loop of its own, made and closed here (~50 us a call:
+    a loop kept per thread would outlive its thread unclosed, or be shared with a forked child)."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(scoring)
+    finally:
+        loop.close()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -268,12 +267,3 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _forget_loops_in_child() -> None:
-    # The child's copy of a loop shares its selector and wake-up pipe with the parent's: never use nor close it.
-    global _loops
-    _loops = threading.local()
-
-
-os.register_at_fork(after_in_child=_forget_loops_in_child)
