@@ -40,9 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.reporting.statistics import estimate, resample_weights, stream, with_verdict
-from bot_grpo_verl.rewards import react_tsx
+from bot_grpo_verl.rewards import react_options, react_tsx
 from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
-from bot_grpo_verl.rewards.react_render import screenshot_png
+from bot_grpo_verl.rewards.react_render import screenshot_png, shared_renderer
 from bot_grpo_verl.rewards.react_requirements import SPEC_KEY
 
 LEVELS = ("fails", "compiles", "renders", "meets the spec")
@@ -152,7 +152,7 @@ def level_of(sample: dict, spec: dict, level: str, screenshots: bool) -> tuple[i
     screenshot = None
     if screenshots:
         start, end = react_tsx.extract_blocks(sample["output"])[-1]
-        answer = react_tsx.shared_renderer().render([sample["output"][start:end]], 30.0, screenshot=True)[0]
+        answer = shared_renderer().render([sample["output"][start:end]], 30.0, screenshot=True)[0]
         screenshot = screenshot_png(answer)
     return (3 if result["requirements_met"] else 2), screenshot
 
@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("b", type=Path, nargs="?", help="validation dump of run B")
     parser.add_argument("--pool", type=Path, nargs="+", help="instead: pool these evaluations (JSON) of A against B")
     parser.add_argument("--names", default="A,B", help="the two runs' names, comma-separated")
-    parser.add_argument("--level", default="syntax", choices=react_tsx.LEVELS)
+    parser.add_argument("--level", default="syntax", choices=react_options.LEVELS)
     parser.add_argument("--judge-endpoint", default="", help="an OpenAI-compatible endpoint (default: no judge)")
     parser.add_argument("--judge-model", default="")
     parser.add_argument("--out", type=Path, default=Path("react_eval.json"))

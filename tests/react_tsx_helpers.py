@@ -4,6 +4,8 @@ are marked with ``⟦`` and ``⟧``."""
 import re
 from pathlib import Path
 
+from bot_grpo_verl.rewards.react_options import CHECKERS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -46,7 +48,7 @@ def both_checkers(codes: list[str], timeout: float = 600.0) -> dict[str, list]:
 
     client = rt.shared_checker()
     found = {}
-    for checker in rt.CHECKERS:
+    for checker in CHECKERS:
         _, futures = client.send(client.requests(codes, "types", False, 100_000, timeout, checker=checker))
         concurrent.futures.wait(futures, timeout)
         found[checker] = [
@@ -90,5 +92,5 @@ def checker_differences(codes: list[str]) -> list[tuple[str, object, object]]:
 def checked_codes(responses: list[str]) -> list[str]:
     """The code blocks the reward checks in ``responses`` (as it sends them: lone surrogates replaced)."""
     return [
-        rt._SURROGATE.sub("\ufffd", text[start:end]) for text in responses for start, end in rt.extract_blocks(text)
+        rt.code_for_worker(text[start:end]) for text in responses for start, end in rt.extract_blocks(text)
     ]

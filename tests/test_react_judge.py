@@ -15,6 +15,7 @@ from fake_openai import serving
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot_grpo_verl.rewards import react_gates
 from bot_grpo_verl.rewards import react_tsx as rt
 from bot_grpo_verl.rewards.react_judge import (
     JudgeClient,
@@ -269,8 +270,8 @@ def test_a_slow_judge_is_cut_at_the_deadline_and_the_reward_call_goes_on():
 
 def test_the_deadline_defaults_to_the_rewards_timeout():
     with serving() as server:
-        assert rt.judge_for(reward_options(server, timeout=7.0)).config.deadline_s == 7.0
-        assert rt.judge_for(reward_options(server, timeout=7.0, judge_deadline=2.0)).config.deadline_s == 2.0
+        assert react_gates.judge_for(reward_options(server, timeout=7.0)).config.deadline_s == 7.0
+        assert react_gates.judge_for(reward_options(server, timeout=7.0, judge_deadline=2.0)).config.deadline_s == 2.0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -284,30 +285,30 @@ def test_no_judgment_scores_the_fallback_counts_it_in_the_metrics_and_holds_the_
     with serving(delay_s=5.0) as server:
         options = reward_options(server, timeout=1.0, judge_weight=0.5)
         started = time.monotonic()
-        result = rt.with_judge(PASSING, {"instruction": "a list"}, CODE, None, options)
+        result = react_gates.with_judge(PASSING, {"instruction": "a list"}, CODE, None, options)
         assert time.monotonic() - started < 2.5
     assert result["score"] == 0.5 and (result["judged"], result["judge_no_judgment"]) == (0, 1)
     with serving(script=("null",)) as server:
-        result = rt.with_judge(
+        result = react_gates.with_judge(
             PASSING, {"instruction": "a list"}, CODE, None, reward_options(server, judge_fallback=0.4)
         )
         assert result["score"] == pytest.approx(0.7) and result["judge_no_judgment"] == 1
         with pytest.raises(NoJudgment, match="without a usable answer"):
-            rt.with_judge(
+            react_gates.with_judge(
                 PASSING, {"instruction": "a list"}, CODE, None, reward_options(server, judge_on_failure="raise")
             )
     with serving(script=("null", "ok")) as server:
-        result = rt.with_judge(PASSING, {"instruction": "a list"}, CODE, None, reward_options(server))
+        result = react_gates.with_judge(PASSING, {"instruction": "a list"}, CODE, None, reward_options(server))
         assert (result["score"], result["judged"], result["judge_no_judgment"]) == (pytest.approx(0.85), 1, 0)
 
 
 @pytest.mark.parametrize(
     "option, value, message",
     [
-        ("judge_mode", "image", r"judge_mode='image' is not allowed"),
+        ("judge_mode", "image", r"judge_mode='image' is not one of"),
         ("judge_deadline", 0.0, r"judge_deadline=0.0 must lie in \(0.0"),
         ("judge_fallback", 1.5, r"judge_fallback=1.5 must lie in \[0.0, 1.0\]"),
-        ("judge_on_failure", "skip", r"judge_on_failure='skip' is not allowed"),
+        ("judge_on_failure", "skip", r"judge_on_failure='skip' is not one of"),
     ],
 )
 def test_a_bad_judge_option_is_named(option, value, message):

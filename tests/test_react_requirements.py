@@ -87,7 +87,7 @@ def test_a_graded_requirement_score_is_the_share_of_the_specs_requirements_that_
 
 
 def test_an_unknown_requirement_score_is_refused():
-    with pytest.raises(ValueError, match="requirements_score='most' is not allowed"):
+    with pytest.raises(ValueError, match="requirements_score='most' is not one of"):
         score(LIST, SPEC, requirements_score="most")
 
 

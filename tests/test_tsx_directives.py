@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from react_tsx_helpers import both_checkers, fenced, rt
 
+from bot_grpo_verl.rewards.react_options import CHECKERS
 from bot_grpo_verl.rewards.tsx_setup import worker_script
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node (Node.js >= 18) is not on PATH")
@@ -281,14 +282,14 @@ STRINGS_WITH_DIRECTIVES = [
 ]
 
 
-@pytest.mark.parametrize("checker", rt.CHECKERS)
+@pytest.mark.parametrize("checker", CHECKERS)
 @pytest.mark.parametrize("code", HIDDEN_DIRECTIVES)
 def test_a_directive_hidden_behind_a_literal_still_fails_the_type_check(code, checker):
     result = rt.compute_score("react", fenced(code), None, level="types", checker=checker)
     assert result["score"] == 0.0 and result["num_diagnostics"] >= 1, result
 
 
-@pytest.mark.parametrize("checker", rt.CHECKERS)
+@pytest.mark.parametrize("checker", CHECKERS)
 @pytest.mark.parametrize("code", STRINGS_WITH_DIRECTIVES)
 def test_strings_that_hold_directives_are_checked_as_written(code, checker):
     result = rt.compute_score("react", fenced(code), None, level="types", checker=checker)
