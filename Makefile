@@ -32,10 +32,10 @@ $(STAMP): $(PY) setup.py pyproject.toml
 
 # The TSX compile and render rewards' Node packages (esbuild, typescript, @types/react, react, react-dom,
 # playwright-core, source-map-js), pinned by the lock file.
-TSX_STAMP := reward_models/tsx/node_modules/.installed
-$(TSX_STAMP): reward_models/tsx/package.json reward_models/tsx/package-lock.json
+TSX_STAMP := bot_grpo_verl/rewards/tsx/node_modules/.installed
+$(TSX_STAMP): bot_grpo_verl/rewards/tsx/package.json bot_grpo_verl/rewards/tsx/package-lock.json
 	$(call say,set-up: installing the TSX checker's Node packages from the lock file)
-	npm_config_cache=$(CURDIR)/.cache/npm npm ci --prefix reward_models/tsx --no-audit --no-fund
+	npm_config_cache=$(CURDIR)/.cache/npm npm ci --prefix bot_grpo_verl/rewards/tsx --no-audit --no-fund
 	touch $(TSX_STAMP)
 
 # The React render check's browser: Debian's Chromium (no browser download at run time). As root (CI, containers)

@@ -137,9 +137,9 @@ REACT_VARIANTS = {
     "composed_named": (("render", "true"), ("requirements_score", "fraction_named")),
 }
 # The agentic task's score for the outcome-level algorithms: the outcome, or the mean or smallest turn value
-# (reward_models/tool_arithmetic.py): GRPO given the per-turn information BoT-GRPO gets.
+# (bot_grpo_verl/rewards/tool_arithmetic.py): GRPO given the per-turn information BoT-GRPO gets.
 AGENT_VARIANTS = {"": (), "turn_mean": (("score", "turn_mean"),), "turn_min": (("score", "turn_min"),)}
-# The token-credit study's labels (reward_models/token_credit.py): exact, or each item's label flipped with
+# The token-credit study's labels (bot_grpo_verl/rewards/token_credit.py): exact, or each item's label flipped with
 # probability 0.1 or 0.3 (the score stays exact).
 TOKEN_CREDIT_VARIANTS = {"": (), "flip10": (("flip", "0.1"),), "flip30": (("flip", "0.3"),)}
 TASKS = {

@@ -3,10 +3,10 @@
 Takes two runs' validation dumps (verl's ``trainer.validation_data_dir`` JSONL: ``input``, ``output``, ``gts``; the
 same prompts, the same number of samples each) and scores every sample with the project's React reward:
 
-- **compile rate**: ``reward_models/react_tsx.py`` at ``level`` (default ``syntax``) marks it compiled;
+- **compile rate**: ``bot_grpo_verl/rewards/react_tsx.py`` at ``level`` (default ``syntax``) marks it compiled;
 - **render rate**: it compiles and renders something in headless Chromium (``render=True``);
 - **spec rate**: it renders and meets the spec of the reference solution in ``gts``
-  (``reward_models/react_requirements.spec_from_reference``: the requested component, its props, exactly its
+  (``bot_grpo_verl/rewards/react_requirements.spec_from_reference``: the requested component, its props, exactly its
   elements). Not the benchmark matrix's "compiles as asked" (``benchmarks/matrix.py:compiles_as_asked``: compiles
   and opens exactly the reference's elements, no render), which is far more often met;
 - **paired level comparison of A over B** (without a judge): sample k of A against sample k of B for every prompt,

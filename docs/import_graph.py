@@ -89,7 +89,7 @@ NOT_IMPORTED_BY: dict[str, tuple[str, ...]] = {
 
 
 def module_files(repository: Path, package: str = PACKAGE) -> dict[str, Path]:
-    """Every module of ``package`` by dotted name (a package by its ``__init__.py``), symlinks followed."""
+    """Every module of ``package`` by dotted name (a package by its ``__init__.py``)."""
     found = {}
     for folder, folders, files in os.walk(repository / package, followlinks=True):
         folders[:] = [name for name in folders if (Path(folder) / name / "__init__.py").exists()]

@@ -233,7 +233,7 @@ def overlong_buffer_length(max_response_length: int) -> int:
 TASKS: dict[str, Task] = {
     "react": Task(
         data_dir="data/react",
-        reward_path="reward_models/react_tsx.py",
+        reward_path="bot_grpo_verl/rewards/react_tsx.py",
         # compile (types), then render in headless Chromium; a judge is optional (judge_endpoint, judge_model)
         reward_options=(("level", "types"), ("render", "true")),
         max_prompt_length=1024,
@@ -251,7 +251,7 @@ TASKS: dict[str, Task] = {
     ),
     "aime": Task(
         data_dir="data/aime",
-        reward_path="reward_models/math_prm.py",
+        reward_path="bot_grpo_verl/rewards/math_prm.py",
         # Reward workers are CPU-only Ray actors: the PRM is served by vLLM (recipes/README.md).
         reward_options=(
             ("prm_backend", "endpoint"),

@@ -13,7 +13,7 @@ def _load_module():
     """Load the reward file the way verl does: by path, without registering it in sys.modules."""
     from verl.utils.import_utils import load_module
 
-    return load_module(str(ROOT / "reward_models" / "react_tsx.py"))
+    return load_module(str(ROOT / "bot_grpo_verl" / "rewards" / "react_tsx.py"))
 
 
 rt = _load_module()
@@ -91,6 +91,4 @@ def checker_differences(codes: list[str]) -> list[tuple[str, object, object]]:
 
 def checked_codes(responses: list[str]) -> list[str]:
     """The code blocks the reward checks in ``responses`` (as it sends them: lone surrogates replaced)."""
-    return [
-        rt.code_for_worker(text[start:end]) for text in responses for start, end in rt.extract_blocks(text)
-    ]
+    return [rt.code_for_worker(text[start:end]) for text in responses for start, end in rt.extract_blocks(text)]

@@ -1,4 +1,4 @@
-"""Adversarial inputs for reward_models/react_tsx.py (issue #11): every bad or unusual input gets a
+"""Adversarial inputs for bot_grpo_verl/rewards/react_tsx.py (issue #11): every bad or unusual input gets a
 defined result in bounded time, or a clear error, and no sample changes another sample's result.
 
 Tables: bad options (``ValueError`` naming the option, before any check), bad ``solution_str`` types

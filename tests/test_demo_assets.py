@@ -22,7 +22,7 @@ from demo.tiny_model import prompt_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_checker = pytest.mark.skipif(
-    not (tasks.REACT_TSX.parent / "tsx" / "node_modules").exists(), reason="run npm ci in reward_models/tsx"
+    not (tasks.REACT_TSX.parent / "tsx" / "node_modules").exists(), reason="run npm ci in bot_grpo_verl/rewards/tsx"
 )
 
 

@@ -22,7 +22,7 @@ from docs import tables
 REPO = Path(__file__).resolve().parents[1]
 LINKED_PAGES = sorted([REPO / "README.md", REPO / "recipes" / "README.md", *(REPO / "docs").glob("*.md")])
 OPTION_READERS = ("options_from_config", "options_from_kwargs")
-OPTION_SOURCES = ("bot_grpo_verl/**/*.py", "reward_models/**/*.py")
+OPTION_SOURCES = ("bot_grpo_verl/**/*.py", "bot_grpo_verl/rewards/**/*.py")
 FENCED_CODE = re.compile(r"^ *(```|~~~).*?^ *\1", re.DOTALL | re.MULTILINE)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (the components under test are data)
-"""What the rendered page decides (``render=True`` of reward_models/react_tsx.py, ``tsx/render.mjs``), issue 39:
+"""What the rendered page decides (``render=True`` of bot_grpo_verl/rewards/react_tsx.py, ``tsx/render.mjs``), issue 39:
 
 - the harness's result cannot be changed by model code that replaces a built-in the harness uses (one test per
   built-in, each in four ways: a working page, and a crash thrown later in an effect, a timer and a promise);

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (the components under test are data, one line each)
-"""The render check (``render=True`` of reward_models/react_tsx.py, ``tsx/render.mjs``) in a real headless Chromium:
+"""The render check (``render=True`` of bot_grpo_verl/rewards/react_tsx.py, ``tsx/render.mjs``) in a real headless Chromium:
 what a component shows, and that model code stays inside its page.
 
 These tests need Chromium (``make setup`` installs Debian's ``chromium``); they fail, never skip, without it.

@@ -1,4 +1,4 @@
-"""Requirement checks (``extra_info["react_spec"]``) of reward_models/react_tsx.py: only the component the request
+"""Requirement checks (``extra_info["react_spec"]``) of the react_tsx reward: only the component the request
 asked for scores 1. Specs come from the demo corpus's own reference solutions (:func:`spec_from_reference`)."""
 
 import shutil

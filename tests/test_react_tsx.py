@@ -1,4 +1,4 @@
-"""Tests of reward_models/react_tsx.py, the React / TSX compile reward, against its real Node worker.
+"""Tests of bot_grpo_verl/rewards/react_tsx.py, the React / TSX compile reward, against its real Node worker.
 
 Corpus responses mark the characters the reward must penalise with ``⟦`` and ``⟧`` (removed before
 scoring), so every expected range is written by hand next to the code it belongs to.
@@ -197,7 +197,7 @@ def test_verl_loads_it_by_path_and_forwards_reward_kwargs():
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     def config(name):
-        path = str(ROOT / "reward_models" / "react_tsx.py")
+        path = str(ROOT / "bot_grpo_verl" / "rewards" / "react_tsx.py")
         function = {"path": path, "name": name, "reward_kwargs": {"region": "line", "error_value": -0.5}}
         return OmegaConf.create({"reward": {"custom_reward_function": function}})
 

@@ -1,4 +1,4 @@
-"""Each sample keeps its own render result (``render=True`` of reward_models/react_tsx.py): a page's time limit
+"""Each sample keeps its own render result (``render=True`` of bot_grpo_verl/rewards/react_tsx.py): a page's time limit
 counts from when a page starts it, a hung renderer fails only its own request, and a failure of the render
 machinery (the worker or the browser killed) is the response's ``checker_error`` (after one retry), never its render
 status. The reward is called as verl's reward loop calls it: ``compute_score`` from threads, or

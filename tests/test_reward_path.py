@@ -423,7 +423,7 @@ def test_a_graded_react_spec_reaches_the_token_rewards_through_the_bot_token_man
     renders an <ol>: no <ul>, and a stray element), so its outcome is 0.6: every token outside the two error spans
     on the stray tag gets 0.6, those get -1. Under another name it meets 1 (<li>), which ``fraction_named`` does
     not count: outcome 0."""
-    reward_file = Path(__file__).resolve().parents[1] / "reward_models" / "react_tsx.py"
+    reward_file = Path(__file__).resolve().parents[1] / "bot_grpo_verl" / "rewards" / "react_tsx.py"
     config = reward_config(
         tokenizer_dir,
         reward_file,

@@ -70,7 +70,7 @@ def seams_in_code() -> set[str]:
 
 
 def package_files() -> list[tuple[str, Path]]:
-    """(path relative to the package, file) of every Python file of the package, through its symlinks, once each."""
+    """(path relative to the package, file) of every Python file of the package, once each."""
     seen, found = set(), []
     for folder, _, names in os.walk(PACKAGE, followlinks=True):
         for name in sorted(names):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# AIME math (reward_models/math_prm.py): every algorithm with identical settings, one command each.
+# AIME math (bot_grpo_verl/rewards/math_prm.py): every algorithm with identical settings, one command each.
 # Settings: recipes/algorithms.py. Data: python -m recipes.data.prepare_aime (writes data/aime/).
 #
 #   ALGORITHM=bot_grpo SEED=0 MODEL=qwen2.5-3b bash recipes/aime/run.sh [extra hydra overrides, e.g. trainer.n_gpus_per_node=4]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# React code generation (reward_models/react_tsx.py): every algorithm with identical settings, one command each.
+# React code generation (bot_grpo_verl/rewards/react_tsx.py): every algorithm with identical settings, one command each.
 # Settings: recipes/algorithms.py. Data: python -m recipes.data.prepare_react (writes data/react/).
 #
 #   ALGORITHM=bot_grpo SEED=0 MODEL=qwen2.5-3b bash recipes/react/run.sh [extra hydra overrides, e.g. trainer.n_gpus_per_node=4]

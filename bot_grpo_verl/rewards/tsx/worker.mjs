@@ -1,4 +1,4 @@
-// Long-lived TSX compile checker for reward_models/react_tsx.py. It never executes the checked code:
+// Long-lived TSX compile checker for bot_grpo_verl/rewards/react_tsx.py. It never executes the checked code:
 // esbuild only parses and transforms it, TypeScript only parses and type-checks it.
 //
 // Protocol: newline-delimited JSON on stdin and stdout. On start the worker writes one line

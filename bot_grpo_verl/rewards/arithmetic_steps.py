@@ -3,7 +3,7 @@ math-verify outcome, as token-level spans.
 
 Use from any verl recipe (in a clone, ``demo/arithmetic.py`` generates the CPU demo's problems for it)::
 
-    reward.custom_reward_function.path=reward_models/arithmetic_steps.py
+    reward.custom_reward_function.path=bot_grpo_verl/rewards/arithmetic_steps.py
     reward.custom_reward_function.name=compute_score
     +reward.custom_reward_function.reward_kwargs.noise=0.5
 

@@ -5,7 +5,7 @@ whitespace-separated items, the ground truth the reference list joined by single
 response is right when it equals item ``i`` of the reference (position by position: a dropped or inserted item
 makes every later one wrong); an item past the reference's end is wrong. ::
 
-    reward.custom_reward_function.path=reward_models/token_credit.py
+    reward.custom_reward_function.path=bot_grpo_verl/rewards/token_credit.py
     reward.custom_reward_function.name=compute_score
     +reward.custom_reward_function.reward_kwargs.flip=0.1
 

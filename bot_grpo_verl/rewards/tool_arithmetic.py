@@ -1,8 +1,8 @@
 r"""Reward of the calculator task (``demo/tool_arithmetic.py``): the outcome, and one value per assistant turn.
 
-Use with verl's ``tool_agent`` loop and the calculator tool (``reward_models/calculator.py``)::
+Use with verl's ``tool_agent`` loop and the calculator tool (``bot_grpo_verl/rewards/calculator.py``)::
 
-    reward.custom_reward_function.path=reward_models/tool_arithmetic.py
+    reward.custom_reward_function.path=bot_grpo_verl/rewards/tool_arithmetic.py
     +reward.custom_reward_function.reward_kwargs.score=turn_min      # what the score is (see ToolArithmeticConfig)
 
 A row carries the problem's answer (``ground_truth``) and the value after each of its operations

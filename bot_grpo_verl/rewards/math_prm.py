@@ -2,7 +2,7 @@
 
 Use from any verl recipe::
 
-    reward.custom_reward_function.path=reward_models/math_prm.py
+    reward.custom_reward_function.path=bot_grpo_verl/rewards/math_prm.py
     reward.custom_reward_function.name=compute_score
     +reward.custom_reward_function.reward_kwargs.prm_model=/models/Qwen2.5-Math-PRM-7B
     +reward.custom_reward_function.reward_kwargs.prm_trust_remote_code=true

@@ -1,4 +1,4 @@
-// Long-lived React render checker for reward_models/react_render.py. Model-written code runs only inside a
+// Long-lived React render checker for bot_grpo_verl/rewards/react_render.py. Model-written code runs only inside a
 // headless Chromium page: never in this Node process (esbuild only bundles it) and never in Python.
 //
 // Protocol: newline-delimited JSON on stdin and stdout, like worker.mjs. On start the worker writes one line
@@ -27,7 +27,7 @@
 // after which its renderer is killed.
 //
 // Isolation (see docs/bad-input.md): this process and its browser have no network at all: the launcher
-// (reward_models/node_worker.py) starts it in a network namespace of its own whose only interface, loopback, is
+// (bot_grpo_verl/rewards/node_worker.py) starts it in a network namespace of its own whose only interface, loopback, is
 // down, and the ready line says which interfaces it sees (none), which the launcher checks. Chromium's flags
 // (CHROMIUM_FLAGS: WebRTC without UDP, no host name resolves, a proxy that goes nowhere) and the request rules
 // below are a second layer. Nothing here needs a socket: Playwright drives Chromium over a pipe.

@@ -2,7 +2,7 @@
 
 Use it from any verl recipe::
 
-    reward.custom_reward_function.path=reward_models/react_tsx.py
+    reward.custom_reward_function.path=bot_grpo_verl/rewards/react_tsx.py
     reward.custom_reward_function.name=compute_score          # or compute_score_async
     +reward.custom_reward_function.reward_kwargs.level=types  # options below, each optional
 

@@ -1,7 +1,7 @@
 """Ready token-level reward functions for verl, installed as ``bot_grpo_verl.rewards``.
 
 verl loads them by file path: ``reward.custom_reward_function.path=$(bot-grpo-verl reward-path react_tsx)``
-(from a clone, ``reward_models/<file>.py`` is the same file).
+(from a clone, ``bot_grpo_verl/rewards/<file>.py`` is the same file).
 
 - :mod:`bot_grpo_verl.rewards.prm`: process reward models: the step scorer, over ``prm_formats``, ``prm_local``,
   ``prm_endpoint`` (``prm_http``) and ``micro_batcher``; ``prm_values`` shapes its probabilities into step values.
