@@ -195,14 +195,20 @@ def report(problems: list[Problem]) -> None:
         logger.warning(PREFIX + problem.message)
 
 
-def check_startup(config, reward_manager_cls: type) -> None:
-    """The start-up check of a run: :func:`config_problems`, and the KL check of the step estimators."""
+def startup_problems(config, reward_manager_cls: type) -> list[Problem]:
+    """The problems of a run's shape: :func:`config_problems`, and the KL check of the step estimators (verl's
+    driver raises for the ones that stop the run before Ray starts: :mod:`bot_grpo_verl.launch_checks`)."""
     shape = run_shape(config, reward_manager_cls)
     problems = config_problems(shape)
     kl_problem = kl_in_reward_problem(config.algorithm, shape.estimator)
     if shape.estimator in STEP_END_ESTIMATORS and kl_problem is not None:
         problems.append(Problem(kl_problem, stops=True))
-    report(problems)
+    return problems
+
+
+def check_startup(config, reward_manager_cls: type) -> None:
+    """The start-up check of a run: :func:`startup_problems`, reported."""
+    report(startup_problems(config, reward_manager_cls))
 
 
 def check_batch(config, reward_manager_cls: type, infos: list[dict], first: bool) -> BatchVerdict:

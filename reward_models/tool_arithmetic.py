@@ -27,6 +27,7 @@ with turn spans, ``turn_rewards``.
 # and dataclasses look string annotations up there.
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bot_grpo_verl.options import check_option_values, options_from_kwargs
@@ -53,6 +54,11 @@ class ToolArithmeticConfig:
 
     def __post_init__(self):
         check_option_values(self, "", choices={"score": SCORES})
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping) -> "ToolArithmeticConfig":
+        """The config from ``compute_score``'s keyword arguments; an unknown name raises ``ValueError``."""
+        return options_from_kwargs(cls, kwargs, "tool_arithmetic")
 
 
 def call_value(body: str):
@@ -104,7 +110,7 @@ def turn_values(turn_spans, call_spans, moves: list[float], answered: float) -> 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """Score one session (see the module docstring); ``extra_info["values"]``: the problem's value after each
     operation."""
-    config = options_from_kwargs(ToolArithmeticConfig, kwargs, "tool_arithmetic")
+    config = ToolArithmeticConfig.from_kwargs(kwargs)
     extra_info = extra_info or {}
     values = [int(value) for value in extra_info["values"]]
     if "call_spans" in extra_info:
