@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -178,6 +179,17 @@ def user_reward(spec: str, options: list[str]) -> DemoReward:
     if bad:
         raise ValueError(f"--reward-option must be KEY=VALUE, got {bad}")
     return DemoReward(Path(path).resolve(), name or "compute_score", tuple((key, value) for key, _, value in pairs))
+
+
+def check_reward_command(reward: DemoReward, tokenizer_dir: Path) -> str:
+    """The ``bot-grpo-verl check-reward`` command that tries ``reward`` with the demo's tokenizer in seconds: the
+    first step when a run of a reward of one's own fails."""
+    options = "".join(f" {shlex.quote(f'{key}={value}')}" for key, value in reward.options)
+    kwargs = f" --reward-kwargs{options}" if options else ""
+    file = shlex.quote(str(reward.path))
+    return (
+        f"bot-grpo-verl check-reward {file} --name {reward.name}{kwargs} --tokenizer {shlex.quote(str(tokenizer_dir))}"
+    )
 
 
 def change_line(name: str, curve: HeldOutCurve) -> str:
@@ -367,7 +379,13 @@ def main(argv: list[str] | None = None) -> int:
             f"(the heat-map's input) {folder}/rollouts",
             flush=True,
         )
-        run_verl([*overrides, *args.overrides], folder, args.steps, label=f"{algorithm}  ", success=reward.success)
+        try:
+            run_verl([*overrides, *args.overrides], folder, args.steps, label=f"{algorithm}  ", success=reward.success)
+        except RuntimeError as error:
+            if not args.reward:
+                raise
+            first = check_reward_command(reward, assets.tokenizer_dir)
+            raise RuntimeError(f"{error}\nTry the reward first, in seconds, without training: {first}") from error
         write_heatmap(folder, args.steps, assets.tokenizer_dir)
         runs.append(read_run(algorithm, folder, problems, args.split, reward))
     title = f"{Path(args.reward).name} on {args.task}" if args.reward else args.task

@@ -13,6 +13,7 @@ import pytest
 from conftest import verl_config
 from PIL import Image
 
+from bot_grpo_verl.__main__ import main
 from demo import run, training
 from demo.held_out import HeldOutCurve, Validation, mean_interval, solved
 from recipes.algorithms import OUTCOME_REWARD
@@ -247,3 +248,15 @@ def test_every_task_has_its_demo_reward_and_the_agentic_one_runs_verls_tool_loop
     rollout = config.actor_rollout_ref.rollout
     assert rollout.multi_turn.enable and rollout.agent.default_agent_loop == "tool_agent"
     assert config.reward.custom_reward_function.path.endswith("tool_arithmetic.py")
+
+
+def test_a_failed_run_of_ones_own_reward_names_the_check_reward_command_that_tries_it(tmp_path, capsys):
+    reward_file = tmp_path / "my reward.py"
+    reward_file.write_text("def score_it(data_source, solution_str, ground_truth, extra_info=None, **kwargs):\n"
+                           "    return 1.0\n")  # fmt: skip
+    reward = run.user_reward(f"{reward_file}:score_it", ["scale=2.0"])
+    command = run.check_reward_command(reward, tmp_path / "tokenizer")
+    assert command == (f"bot-grpo-verl check-reward '{reward_file}' --name score_it --reward-kwargs scale=2.0 "
+                       f"--tokenizer {tmp_path / 'tokenizer'}")  # fmt: skip
+    status = main(["check-reward", str(reward_file), "--name", "score_it"])
+    assert status == 0 and capsys.readouterr().out.splitlines()[-1] == "OK (4 call(s))"

@@ -28,6 +28,9 @@ from tensordict import TensorDict
 from verl import DataProto
 
 from benchmarks.local_tokenizers import byte_level_bpe
+from bot_grpo_verl.estimators.bot_grpo import BoTGRPOConfig
+from bot_grpo_verl.estimators.pure import PUREConfig
+from bot_grpo_verl.reward.manager import TokenRewardConfig
 from recipes import algorithms, report
 from recipes.data import prepare_aime, prepare_react
 from recipes.data.common import DataError
@@ -195,6 +198,20 @@ EXPECTED = {
     "pure_sum": {"algorithm.adv_estimator": "pure", "algorithm.pure.credit": "sum"},
 }  # fmt: skip
 OUTCOME = ("grpo", "dr_grpo", "dapo", "gspo")
+PLUGIN_OPTIONS = {
+    "algorithm.bot_grpo.": lambda config: BoTGRPOConfig.from_algorithm_config(config.algorithm),
+    "algorithm.pure.": lambda config: PUREConfig.from_algorithm_config(config.algorithm),
+    "reward.bot_token.": lambda config: TokenRewardConfig.from_reward_config(config.reward),
+}
+
+
+def effective(config, key: str):
+    """The value a run reads for ``key``: the plugin's options as their dataclass reads them (a preset lists an
+    option at its default as null), any other key as composed."""
+    prefix = next((prefix for prefix in PLUGIN_OPTIONS if key.startswith(prefix)), None)
+    if prefix is None:
+        return OmegaConf.select(config, key)
+    return getattr(PLUGIN_OPTIONS[prefix](config), key[len(prefix) :])
 
 
 @pytest.mark.parametrize("task", algorithms.TASKS)
@@ -204,7 +221,7 @@ def test_each_algorithm_has_its_papers_settings(composed, task):
         config = composed(*recipe(task, FIRST_MODEL, algorithm))
         for key, value in expected.items():
             value = config.data.max_response_length if value == "max_response_length" else value
-            assert OmegaConf.select(config, key) == value, (algorithm, key)
+            assert effective(config, key) == value, (algorithm, key)
         path = Path(config.reward.custom_reward_function.path)
         if algorithm in OUTCOME:  # scalar outcome through the wrapper, same function underneath
             assert path == ROOT / "recipes" / "outcome_reward.py"

@@ -34,6 +34,7 @@ with turn spans, ``turn_rewards``.
 # and dataclasses look string annotations up there.
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bot_grpo_verl.options import check_option_values, options_from_kwargs
@@ -71,6 +72,11 @@ class ToolArithmeticConfig:
     def __post_init__(self):
         markers = {name: isinstance(getattr(self, name), str) and getattr(self, name) for name in MARKERS}
         check_option_values(self, "", choices={"score": SCORES}, ranges=markers, requirement="must be a non-empty str")
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping) -> "ToolArithmeticConfig":
+        """The config from ``compute_score``'s keyword arguments; an unknown name raises ``ValueError``."""
+        return options_from_kwargs(cls, kwargs, "tool_arithmetic")
 
 
 def call_value(body: str):
@@ -150,7 +156,7 @@ def turn_values(turn_spans, call_spans, moves: list[float], answered: float) -> 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """Score one session (see the module docstring); ``extra_info["values"]``: the problem's value after each
     operation."""
-    config = options_from_kwargs(ToolArithmeticConfig, kwargs, "tool_arithmetic")
+    config = ToolArithmeticConfig.from_kwargs(kwargs)
     extra_info = extra_info or {}
     values = [int(value) for value in extra_info["values"]]
     executed = extra_info.get("tool_rewards")
