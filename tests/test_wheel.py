@@ -124,8 +124,11 @@ def test_build_makes_a_complete_sdist_and_wheel_that_twine_accepts(dist):
         *(f"bot_grpo_verl/rewards/tsx/{n}" for n in TSX_FILES),
     ]:
         assert name in wheel, name
-    assert not [name for name in wheel if name.startswith("bot_grpo_verl/rewards/") or "node_modules" in name]
-    assert not [name for name in sdist if "node_modules" in name or "/bot_grpo_verl/rewards/" in name]
+    assert not [name for name in wheel if name.startswith("reward_models/") or "node_modules" in name]
+    assert not [name for name in sdist if "node_modules" in name or "/reward_models/" in name]
+    assert {"bot_grpo_verl/rewards/react_tsx.py", "bot_grpo_verl/rewards/tsx/render.mjs"} <= {
+        name.partition("/")[2] for name in sdist
+    }
     version = (ROOT / "bot_grpo_verl" / "VERSION").read_text().strip()
     assert only(dist, "*.whl").name.startswith(f"bot_grpo_verl-{version}-")
     # Only the plugin is installed; the demo and the recipes it runs ship with the source.
