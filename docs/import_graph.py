@@ -211,7 +211,7 @@ def problems(edges: dict[str, set[str]], above: dict[str, set[str]]) -> list[str
 
 def test_modules(repository: Path) -> set[str]:
     """The names the test suite's modules are imported by (``tests/`` is on pytest's path, not a package)."""
-    return {TESTS, *(path.stem for path in (repository / TESTS).glob("*.py"))}
+    return {TESTS, *(path.stem for path in (repository / TESTS).rglob("*.py"))}
 
 
 def names_within(name: str, forbidden: str, tests: set[str]) -> bool:

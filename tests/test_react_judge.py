@@ -1,5 +1,5 @@
 """The React judge (bot_grpo_verl/rewards/react_judge.py, on the ``openai`` client) against local fake OpenAI-compatible
-servers (tests/fake_openai.py): strict answers, text and vision modes, an API key, proxies, the served model, the
+servers (helpers/fake_openai.py): strict answers, text and vision modes, an API key, proxies, the served model, the
 deadline, list and null content, "no judgment" in the reward's metrics, code that cannot break out of its fence."""
 
 import io

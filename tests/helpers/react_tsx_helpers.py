@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bot_grpo_verl.rewards.react_options import CHECKERS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_module():

@@ -9,7 +9,7 @@ from verl.tools.function_tool import load_function_tools_from_path
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
-CALCULATOR = Path(__file__).resolve().parents[1] / "bot_grpo_verl" / "rewards" / "calculator.py"
+CALCULATOR = Path(__file__).resolve().parents[2] / "bot_grpo_verl" / "rewards" / "calculator.py"
 CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "(12 + 30) * 2 / 4"}}\n</tool_call>'
 TURNS = ("Rechne: 数学 ✓ 🚀 " + CALL, "Das Ergebnis ist 21 ✓ 数学")
 PROMPT = [{"role": "user", "content": "What is (12 + 30) * 2 / 4?"}]
