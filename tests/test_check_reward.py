@@ -97,6 +97,7 @@ def timed(command: list[str]) -> tuple[subprocess.CompletedProcess, float, float
     return done, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), wall
 
 
+@pytest.mark.slow
 def test_a_reward_that_raises_is_named_with_its_file_and_line_within_seconds(tmp_path):
     """Timed by the CPU time of the command (its wall time on an idle machine; a loaded one stretches the wall time
     most), against loading a reward the way verl does (importing verl's loader), which it cannot beat."""

@@ -82,6 +82,7 @@ async def mixed_batch_async() -> tuple[list[dict], list[dict]]:
     return await asyncio.gather(*loops), await asyncio.gather(*correct)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("caller", ["threads", "async"])
 def test_endless_loops_queued_first_do_not_take_the_correct_samples_score(caller):
     warm()

@@ -136,6 +136,7 @@ def test_the_listeners_see_what_this_machine_sends_them():
     assert len(listeners.arrived) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_no_channel_sends_a_packet_out_of_the_render_worker(isolation):
     """The namespace is the guarantee; Chromium's flags (``flags_only``) are its second layer, tested alone too."""
