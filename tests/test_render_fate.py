@@ -94,12 +94,16 @@ def test_endless_loops_queued_first_do_not_take_the_correct_samples_score(caller
 RENDER_KEYS = ("rendered", "render_blank", "render_error", "render_timeout", "checker_error")
 
 
+def is_browser(process: psutil.Process) -> bool:
+    """Chromium's main process: not a helper (``--type=``), and not a child that exited and awaits its reaping."""
+    try:
+        return "chrom" in process.name() and not any(part.startswith("--type=") for part in process.cmdline())
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return False
+
+
 def browser_of(worker) -> psutil.Process:
-    [browser] = [
-        child
-        for child in psutil.Process(worker.process.pid).children(recursive=True)
-        if "chrom" in child.name() and not any(part.startswith("--type=") for part in child.cmdline())
-    ]
+    [browser] = [child for child in psutil.Process(worker.process.pid).children(recursive=True) if is_browser(child)]
     return browser
 
 
