@@ -37,7 +37,7 @@ from pathlib import Path
 from benchmarks.metrics import AS_ASKED, DYNAMIC_SAMPLING
 from benchmarks.reporting.outputs import write_report
 from benchmarks.reporting.runs import lr_name, run_file_name
-from demo.assets import build_assets
+from demo.assets import build_assets, install_warm_start
 from demo.held_out import (
     Validation,
     compiles_as_asked,
@@ -315,6 +315,7 @@ def run_matrix(
     validation: Validation | None,
     results: Path | None,
     commit_results: bool,
+    kept_warm_start: Path | None = None,
 ) -> None:
     task = TASKS[task_name]
     cells = sorted({cell for cell, _, _ in plan})
@@ -327,6 +328,8 @@ def run_matrix(
         )
     if validation is not None and not task.held_out:
         raise ValueError(f"task {task_name} has no held-out problems to validate on; use --validate none")
+    if kept_warm_start:
+        install_warm_start(cache, kept_warm_start, task=task.assets)
     assets = build_assets(cache, task=task.assets)
     warm_start = warm_start_sha256(assets)
     problems = problem_index(assets, validation.splits) if validation else {}
@@ -378,6 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-val-before", action="store_true", help="do not validate before training")
     parser.add_argument("--runs", type=Path, default=Path("runs/matrix"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"))
+    parser.add_argument(
+        "--warm-start",
+        type=Path,
+        help="start from this kept build (RESULTS/warm-starts/<key>/) instead of building the task's assets",
+    )
     parser.add_argument("--results", type=Path, help="write each finished run's summary under RESULTS/<task>/runs/")
     parser.add_argument("--commit", action="store_true", help="commit each run summary as soon as it is written")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
@@ -403,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
             validation,
             args.results,
             args.commit,
+            args.warm_start,
         )
     if args.no_report:
         return 0

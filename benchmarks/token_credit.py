@@ -27,6 +27,7 @@ TASK = "token_credit"
 START_RANGE = (0.10, 0.30)  # the registered warm start's exact rate on validation samples
 COMPARED = ("grpo", "bot_grpo", "bot_grpo_shuffled")
 WARM_START_FILES = ("manifest.json", "model", "train.parquet", "val.parquet", "test.parquet")
+KEPT_WARM_START = Path(__file__).parent / "results" / "token-credit" / "warm-starts" / "c2dea09be119fd63"
 
 
 def start_problem(metrics: dict, allowed: tuple[float, float] = START_RANGE) -> str | None:
@@ -60,11 +61,15 @@ def warm_start(cache_dir: Path, results: Path, commit: bool) -> int:
     return 0
 
 
-def compare_arguments(steps: int, lr: float, seed: int, every: int, samples: int, out: Path) -> tuple[list, list]:
-    """The matrix's and the report's arguments of ``compare``: :data:`COMPARED` at one learning rate and seed,
-    validated on the validation split (nothing of the study's test split is used)."""
+def compare_arguments(
+    steps: int, lr: float, seed: int, every: int, samples: int, out: Path, kept: Path = KEPT_WARM_START
+) -> tuple[list, list]:
+    """The matrix's and the report's arguments of ``compare``: :data:`COMPARED` at one learning rate and seed, from
+    the study's kept warm start ``kept`` (no build), validated on the validation split (nothing of the study's test
+    split is used)."""
     runs = [
-        "--task", TASK, "--algorithms", ",".join(COMPARED), "--lrs", f"{lr:g}", "--seeds", str(seed),
+        "--task", TASK, "--warm-start", str(kept),
+        "--algorithms", ",".join(COMPARED), "--lrs", f"{lr:g}", "--seeds", str(seed),
         "--steps", str(steps), "--validate", "val", "--test-freq", str(every), "--val-n", str(samples),
         "--runs", str(out / "runs"), "--results", str(out / "results"), "--no-report",
     ]  # fmt: skip

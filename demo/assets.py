@@ -291,6 +291,46 @@ def build_assets(
     return DemoAssets.at(root, from_cache=False)
 
 
+def install_warm_start(
+    cache_dir: Path,
+    kept: Path,
+    *,
+    task: Task | None = None,
+    seed: int = 0,
+    settings: DemoSettings | None = None,
+    progress: Progress = stderr_progress,
+) -> Path:
+    """Install a kept build (``kept``: a benchmark's ``warm-starts/<key>/`` folder, the build's files without its
+    SFT corpus) as ``task``'s cached assets, so that runs start from exactly those weights: a rebuild on another
+    CPU, or by a later builder, can train different ones. The kept build must be of the same task, seed and
+    settings; its key may differ, since the builder's sources enter the key. A build already cached under this
+    key is left as it is (the matrix's guard compares its weights with the committed runs'). Returns the cache
+    folder ``cache_dir/<cache_key>``.
+
+    Raises:
+        ValueError: ``kept`` holds no manifest, or one of another task, seed or settings.
+    """
+    task = task or REACT
+    settings = settings or task.settings
+    root = Path(cache_dir).resolve() / cache_key(settings, seed, task)
+    if (root / "manifest.json").exists():
+        return root
+    manifest = Path(kept) / "manifest.json"
+    if not manifest.exists():
+        raise ValueError(f"{kept}: no manifest.json, so not a kept build (benchmarks/results/*/warm-starts/<key>/)")
+    built = json.loads(manifest.read_text())
+    wanted = json.loads(json.dumps({"task": task.name, "seed": seed, "settings": asdict(settings)}))
+    differs = sorted(name for name, value in wanted.items() if built.get(name) != value)
+    if differs:
+        raise ValueError(f"{kept}: a build of another {' and '.join(differs)} than task {task.name}'s, seed {seed}")
+    staging = root.with_name(f".{root.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(kept, staging)
+    staging.rename(root)
+    progress(f"installed the kept build {kept} (key {built.get('key')}) as {root}")
+    return root
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """CLI: build (or reuse) the assets and print ``name=path`` lines, then the metrics as JSON with ``--metrics``."""
     parser = argparse.ArgumentParser(prog="python -m demo.assets", description=__doc__.split("\n")[0])

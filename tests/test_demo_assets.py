@@ -305,3 +305,41 @@ def test_the_warm_start_says_where_it_is_at_least_every_progress_interval(monkey
     messages.clear()
     sft.supervised_warm_start(model, train, sft.collate(train, 0), settings, 0, 0, messages.append)
     assert [message.split(":")[0] for message in messages] == [f"SFT step {step}/20" for step in range(1, 21)]
+
+
+KEPT_ARITHMETIC = ROOT / "benchmarks" / "results" / "protocol-rerun" / "warm-starts" / "58f82e925d2bb22a"
+
+
+def model_bytes(root: Path) -> bytes:
+    return (root / "model" / "model.safetensors").read_bytes()
+
+
+def test_a_kept_build_is_installed_under_todays_key_and_then_read_from_the_cache(tmp_path):
+    messages = []
+    root = assets.install_warm_start(tmp_path, KEPT_ARITHMETIC, task=tasks.ARITHMETIC, progress=messages.append)
+    assert root.name == assets.cache_key(tasks.ARITHMETIC.settings, 0, tasks.ARITHMETIC) != KEPT_ARITHMETIC.name
+    assert "58f82e925d2bb22a" in messages[0] and str(root) in messages[0]
+    cached = build_assets(tmp_path, task=tasks.ARITHMETIC, progress=lambda message: None)
+    assert cached.from_cache and cached.root == root
+    assert model_bytes(root) == model_bytes(KEPT_ARITHMETIC)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [root.name]  # no staging folder left behind
+
+
+def test_a_build_already_cached_is_left_as_it_is(tmp_path):
+    root = tmp_path / assets.cache_key(tasks.ARITHMETIC.settings, 0, tasks.ARITHMETIC)
+    root.mkdir()
+    (root / "manifest.json").write_text("{}")
+    assert assets.install_warm_start(tmp_path, KEPT_ARITHMETIC, task=tasks.ARITHMETIC) == root
+    assert sorted(path.name for path in root.iterdir()) == ["manifest.json"]
+
+
+def test_a_kept_build_of_another_task_seed_or_settings_or_no_build_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="another (settings and )?task than task arithmetic_hard's"):
+        assets.install_warm_start(tmp_path, KEPT_ARITHMETIC, task=tasks.ARITHMETIC_HARD)
+    with pytest.raises(ValueError, match="another seed than task arithmetic's, seed 1"):
+        assets.install_warm_start(tmp_path, KEPT_ARITHMETIC, task=tasks.ARITHMETIC, seed=1)
+    with pytest.raises(ValueError, match="another settings"):
+        assets.install_warm_start(tmp_path, KEPT_ARITHMETIC, task=tasks.ARITHMETIC, settings=TINY)
+    with pytest.raises(ValueError, match="no manifest.json"):
+        assets.install_warm_start(tmp_path, tmp_path, task=tasks.ARITHMETIC)
+    assert list(tmp_path.iterdir()) == []

@@ -18,7 +18,7 @@ from benchmarks import matrix
 from benchmarks import token_credit as study
 from bot_grpo_verl.reward.token_rewards import parse_reward_result
 from bot_grpo_verl.rewards import token_credit
-from demo.assets import build_assets
+from demo.assets import build_assets, install_warm_start
 from demo.tiny_model import response_ids, train_tokenizer
 from demo.token_credit import (
     ALPHABET,
@@ -266,9 +266,16 @@ def test_compare_runs_one_seed_of_the_three_cells_on_validation_then_reports_the
     monkeypatch.setattr(matrix, "run_matrix", lambda *args: calls.setdefault("matrix", args))
     monkeypatch.setattr(study.protocol_report, "main", lambda argv: calls.setdefault("report", argv) and 0)
     assert study.main(["compare", "--steps", "6", "--lr", "1e-3", "--seed", "4", "--out", str(tmp_path)]) == 0
-    task, plan, steps, runs, _, validation, results, commit = calls["matrix"]
+    task, plan, steps, runs, _, validation, results, commit, kept = calls["matrix"]
     assert (task, steps, runs, results, commit) == ("token_credit", 6, tmp_path / "runs", tmp_path / "results", False)
+    assert kept == study.KEPT_WARM_START
     assert sorted(plan) == [(cell, 1e-3, 4) for cell in ("bot_grpo", "bot_grpo_shuffled", "grpo")]
     assert validation.splits == ("val",) and validation.before
     report = calls["report"]
     assert report[report.index("--results") + 1] == str(tmp_path / "results")
+
+
+def test_the_studys_kept_warm_start_is_a_build_of_todays_task(tmp_path):
+    """``compare`` and the queue start from it: a change of the task's settings must fail here, not in a run."""
+    root = install_warm_start(tmp_path, study.KEPT_WARM_START, task=TOKEN_CREDIT, progress=lambda message: None)
+    assert build_assets(tmp_path, task=TOKEN_CREDIT, progress=lambda message: None).root == root
