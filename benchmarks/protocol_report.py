@@ -70,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lrs-from-sweep",
         type=Path,
+        action="append",
         help="take each cell's learning rate from this sweep.json (e.g. the same sweep chosen by another "
-        "--success) instead of choosing it here; writes no sweep",
+        "--success) instead of choosing it here; writes no sweep. Repeated: a later sweep's choices replace an "
+        "earlier one's for the cells it chose (e.g. a re-tuning sweep of some cells over the first sweep)",
     )
     parser.add_argument("--baseline", default="grpo")
     parser.add_argument(
@@ -104,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--lr-from needs the sweep's runs, none under {sweep_dir / args.task / 'runs'}")
         out.mkdir(parents=True, exist_ok=True)
         if args.lrs_from_sweep:
-            chosen = json.loads(args.lrs_from_sweep.read_text())["chosen"]
+            chosen = {}
+            for sweep in args.lrs_from_sweep:
+                chosen |= json.loads(sweep.read_text())["chosen"]
         elif sweep_runs:
             chosen = write_sweep(args.task, sweep_runs, borrowed, args.choose_by, args.success, out)
             print((out / "sweep.md").read_text())

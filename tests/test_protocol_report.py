@@ -347,6 +347,14 @@ def test_as_asked_success_chooses_and_reports_on_its_own_counts(tmp_path):
     assert protocol_report.main([*base, "--lrs-from-sweep", str(sweep_file), "--out", str(out)]) == 0
     assert not (out / "sweep.json").exists()  # the choice is the given sweep's, not remade by the reward's verdict
     assert json.loads((out / "summary.json").read_text())["cells"]["dapo"]["lr"] == 1e-4
+    write(results, *(run(1e-3, seed, [3, 4, 6], [3, 4, 5], "test") for seed in (0, 1)))  # dapo re-tuned to 1e-3
+    retuned = tmp_path / "retuned.json"
+    retuned.write_text(json.dumps({"chosen": {"dapo": {"lr": 1e-3, "chosen_by": "dapo"}}}))
+    first, then = ["--lrs-from-sweep", str(sweep_file)], ["--lrs-from-sweep", str(retuned)]
+    assert protocol_report.main([*base, *first, *then, "--out", str(tmp_path / "retuned")]) == 0
+    assert json.loads((tmp_path / "retuned" / "summary.json").read_text())["cells"]["dapo"]["lr"] == 1e-3
+    assert protocol_report.main([*base, *then, *first, "--out", str(tmp_path / "first")]) == 0
+    assert json.loads((tmp_path / "first" / "summary.json").read_text())["cells"]["dapo"]["lr"] == 1e-4
 
 
 def test_final_report_lists_cells_not_run_and_refuses_cells_without_a_learning_rate():
