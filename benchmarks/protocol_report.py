@@ -9,7 +9,8 @@ validation Pass@1 at the last validation and averaged over the last two; each ce
 that maximises the chosen criterion (ties: the smaller), or at the one chosen for another cell
 (``--lr-from CELL=SOURCE``, the family's best). Writes ``sweep.json`` and ``sweep.md``.
 
-Final report (test split only), each cell at its chosen learning rate: held-out Pass@k curves (``--ks``,
+Final report (test split only; ``--split val`` for a demonstration that must leave a study's test split unread),
+each cell at its chosen learning rate: held-out Pass@k curves (``--ks``,
 default Pass@1 and Pass@8), final Pass@k, each cell's change from its first validation (did it learn at all),
 differences against the baseline and against the best same-information baseline,
 the probability of improvement (rliable, arXiv:2108.13264), steps to the baseline's final Pass@1 and to a
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from benchmarks.reporting.comparison import KS, SAME_INFORMATION
 from benchmarks.reporting.outputs import write_final, write_sweep
-from benchmarks.reporting.runs import SOLVED, SUCCESSES, read_runs
+from benchmarks.reporting.runs import SOLVED, SUCCESSES, TEST, VAL, read_runs
 from benchmarks.reporting.sweep import CRITERIA, single_lrs
 
 
@@ -88,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         default=KS,
         help="the k of Pass@k, each at most the samples per test problem (default 1,8)",
     )
+    parser.add_argument(
+        "--split",
+        choices=(TEST, VAL),
+        default=TEST,
+        help="the held-out split the final comparison reads: test for a result; val only for a demonstration "
+        "that must leave a study's test split unread",
+    )
     parser.add_argument("--out", type=Path, help="output folder (default RESULTS/<task>)")
     parser.add_argument("--boot", type=int, default=2000, help="bootstrap draws")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap random seed")
@@ -123,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seed": args.seed,
                 "ks": args.ks,
                 "success": args.success,
+                "split": args.split,
             }
             write_final(args.task, final_runs, chosen or single_lrs(final_runs), out, **settings)
             print((out / "summary.md").read_text())

@@ -75,7 +75,8 @@ def compare_arguments(
     ]  # fmt: skip
     report = [
         "--results", str(out / "results"), "--sweep-dir", str(out / "no-sweep"), "--task", TASK,
-        "--ks", f"1,{samples}", "--same-information", "bot_grpo_shuffled", "--out", str(out / "report"),
+        "--ks", f"1,{samples}", "--same-information", "bot_grpo_shuffled", "--split", "val",
+        "--out", str(out / "report"),
     ]  # fmt: skip
     return runs, report
 

@@ -142,6 +142,26 @@ def test_sweep_chooses_the_argmax_on_validation_and_never_reads_test():
         final_report(runs, only(["grpo"], 3e-5), boot=10)
 
 
+def test_a_validation_split_report_reads_only_validation_and_says_so():
+    """The demonstration's report (``--split val``) leaves the test split unread; a result's never reads val."""
+
+    def run(cell, split, values):
+        other = {"val": "test", "test": "val"}[split]
+        return poisoned(summary(cell, 1e-4, 0, {split: level(values), other: level([0, 0, 0])}), other)
+
+    on_val = runs_of(run("grpo", "val", [2, 3, 4]), run("bot_grpo", "val", [2, 4, 5]))
+    result = to_json(final_report(on_val, only(["grpo", "bot_grpo"]), boot=10, split="val"))
+    assert result["split"] == "val"
+    assert result["cells"]["bot_grpo"]["final"]["pass@1"]["estimate"] == pytest.approx(5 / 8)
+    assert report_markdown({**result, "task": "token_credit"}).startswith("# Protocol report: token_credit (validation")
+    on_test = runs_of(run("grpo", "test", [2, 3, 4]))
+    assert to_json(final_report(on_test, only(["grpo"]), boot=10))["split"] == "test"
+    with pytest.raises(ValueError, match="run them with --validate val"):
+        final_report(
+            runs_of(summary("grpo", 1e-4, 0, {"test": level([2, 3, 4])})), only(["grpo"]), boot=10, split="val"
+        )
+
+
 def test_sweep_criteria_ties_and_borrowed_learning_rates():
     val = {1e-5: [2, 5, 3], 3e-5: [2, 3, 5], 1e-4: [2, 4, 4], 3e-4: [2, 2, 2]}  # last two tie at 0.5
     runs = runs_of(

@@ -273,6 +273,7 @@ def test_compare_runs_one_seed_of_the_three_cells_on_validation_then_reports_the
     assert validation.splits == ("val",) and validation.before
     report = calls["report"]
     assert report[report.index("--results") + 1] == str(tmp_path / "results")
+    assert report[report.index("--split") + 1] == "val"  # the study's test split stays unread
 
 
 def test_the_studys_kept_warm_start_is_a_build_of_todays_task(tmp_path):

@@ -30,7 +30,7 @@ def save(figure, path: Path) -> None:
 
 
 def plot_test_curves(report: dict, path: Path) -> None:
-    """curves.png: each cell's seed-mean test Pass@1 over steps with its 95% band, the level and threshold."""
+    """curves.png: each cell's seed-mean held-out Pass@1 over steps with its 95% band, the level and threshold."""
     figure, axes = pyplot().subplots(figsize=(8, 5))
     for name, cell in report["cells"].items():
         curve = cell["curves"]["pass@1"]
@@ -39,7 +39,9 @@ def plot_test_curves(report: dict, path: Path) -> None:
     axes.axhline(report["level"]["estimate"], color="grey", linestyle="--", label=f"{report['baseline']} final")
     if report["threshold"] is not None:
         axes.axhline(report["threshold"], color="grey", linestyle=":", label="threshold")
-    axes.set(xlabel="training step", ylabel="test Pass@1", title=f"{report['task']}: held-out test Pass@1, 95% CI")
+    split = report["split"]
+    title = f"{report['task']}: held-out {split} Pass@1, 95% CI"
+    axes.set(xlabel="training step", ylabel=f"{split} Pass@1", title=title)
     axes.legend(fontsize="small")
     save(figure, path)
 
@@ -62,7 +64,7 @@ def plot_forest(report: dict, path: Path) -> None:
         axes.axvline(0, color="grey", linestyle="--")
         axes.set_yticks(rows, [entry["cell"] for entry in entries])
         axes.invert_yaxis()
-        axes.set(xlabel="test Pass@1 difference (95% CI)", title=f"vs {entries[0]['versus']} ({role})")
+        axes.set(xlabel=f"{report['split']} Pass@1 difference (95% CI)", title=f"vs {entries[0]['versus']} ({role})")
     save(figure, path)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.reporting.runs import SUCCESSES, lr_name
+from benchmarks.reporting.runs import SPLIT_NAMES, SUCCESSES, lr_name
 from benchmarks.reporting.sweep import at_grid_edge
 
 
@@ -44,17 +44,17 @@ def interval_text(entry: dict, digits: int = 3) -> str:
 
 
 def report_markdown(report: dict) -> str:
-    """summary.md: the cells' test Pass@k and steps, and every comparison with its verdict (JSON-ready report)."""
-    ks, baseline, threshold = report["ks"], report["baseline"], report["threshold"]
+    """summary.md: the cells' held-out Pass@k and steps, and every comparison with its verdict (JSON-ready report)."""
+    ks, baseline, threshold, split = report["ks"], report["baseline"], report["threshold"], report["split"]
     best = report["best_same_information"]
     lines = [
-        f"# Protocol report: {report['task']} (test split)",
+        f"# Protocol report: {report['task']} ({SPLIT_NAMES[split]} split)",
         "",
         f"A sample counts as a success by {SUCCESSES[report['success']]}.",
         f"{report['boot']} bootstrap draws (seed {report['seed']}), 95% percentile intervals resampling seeds "
         "(each cell's own) and problems (the same for every cell, so differences are paired).",
-        f"Level: {baseline}'s final test Pass@1, {interval_text(report['level'])}. Best same-information "
-        f"baseline (best final test Pass@1 of {', '.join(report['same_information']) or 'none run'}): {best}.",
+        f"Level: {baseline}'s final {split} Pass@1, {interval_text(report['level'])}. Best same-information "
+        f"baseline (best final {split} Pass@1 of {', '.join(report['same_information']) or 'none run'}): {best}.",
         "",
         "## Cells at their learning rates (last validation)",
         "",
@@ -99,7 +99,7 @@ def report_markdown(report: dict) -> str:
         "",
         "## Comparisons (X - Y at the last validation; steps ratio: X's steps over Y's)",
         "",
-        "P(X > Y): the probability that a run of X beats a run of Y on final test Pass@1 (ties 1/2). A steps ratio "
+        f"P(X > Y): the probability that a run of X beats a run of Y on final {split} Pass@1 (ties 1/2). A steps ratio "
         "is n/a where Y never reaches the level (or starts at it), `not reached` where X never does.",
         "",
         "| X | Y | "
