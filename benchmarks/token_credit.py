@@ -28,6 +28,8 @@ START_RANGE = (0.10, 0.30)  # the registered warm start's exact rate on validati
 COMPARED = ("grpo", "bot_grpo", "bot_grpo_shuffled")
 WARM_START_FILES = ("manifest.json", "model", "train.parquet", "val.parquet", "test.parquet")
 KEPT_WARM_START = Path(__file__).parent / "results" / "token-credit" / "warm-starts" / "c2dea09be119fd63"
+STUDY_SWEEP = Path(__file__).parent / "results" / "token-credit" / TASK / "sweep.json"  # the registered sweep's choice
+UNTUNED_LR = 3e-5  # compare's rate until the sweep is committed: the sweep's smallest (3e-4 collapses GRPO in 3 steps)
 
 
 def start_problem(metrics: dict, allowed: tuple[float, float] = START_RANGE) -> str | None:
@@ -62,21 +64,33 @@ def warm_start(cache_dir: Path, results: Path, commit: bool) -> int:
 
 
 def compare_arguments(
-    steps: int, lr: float, seed: int, every: int, samples: int, out: Path, kept: Path = KEPT_WARM_START
+    steps: int,
+    lr: float | None,
+    seed: int,
+    every: int,
+    samples: int,
+    out: Path,
+    kept: Path = KEPT_WARM_START,
+    sweep: Path = STUDY_SWEEP,
 ) -> tuple[list, list]:
-    """The matrix's and the report's arguments of ``compare``: :data:`COMPARED` at one learning rate and seed, from
-    the study's kept warm start ``kept`` (no build), validated on the validation split (nothing of the study's test
-    split is used)."""
+    """The matrix's and the report's arguments of ``compare``: :data:`COMPARED` at one seed, from the study's kept
+    warm start ``kept`` (no build), validated on the validation split (nothing of the study's test split is used).
+    Each cell runs at ``lr``, or (None) at the rate the study's committed ``sweep`` chose for it, or at
+    :data:`UNTUNED_LR` while there is none."""
+    if lr is None and sweep.exists():
+        rates, report_rates = ["--chosen-lrs", str(sweep)], ["--lrs-from-sweep", str(sweep)]
+    else:
+        rates, report_rates = ["--lrs", f"{lr or UNTUNED_LR:g}"], []
     runs = [
         "--task", TASK, "--warm-start", str(kept),
-        "--algorithms", ",".join(COMPARED), "--lrs", f"{lr:g}", "--seeds", str(seed),
+        "--algorithms", ",".join(COMPARED), *rates, "--seeds", str(seed),
         "--steps", str(steps), "--validate", "val", "--test-freq", str(every), "--val-n", str(samples),
         "--runs", str(out / "runs"), "--results", str(out / "results"), "--no-report",
     ]  # fmt: skip
     report = [
         "--results", str(out / "results"), "--sweep-dir", str(out / "no-sweep"), "--task", TASK,
         "--ks", f"1,{samples}", "--same-information", "bot_grpo_shuffled", "--split", "val",
-        "--out", str(out / "report"),
+        "--out", str(out / "report"), *report_rates,
     ]  # fmt: skip
     return runs, report
 
@@ -90,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("--commit", action="store_true", help="commit the kept warm start")
     compare = commands.add_parser("compare", help="one seed of GRPO, BoT-GRPO and the shuffled control, plotted")
     compare.add_argument("--steps", type=int, default=24)
-    compare.add_argument("--lr", type=float, default=3e-4)
+    compare.add_argument(
+        "--lr", type=float, help=f"every cell's rate (default: the study's sweep's choice, {UNTUNED_LR:g} until then)"
+    )
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--test-freq", type=int, default=8, help="validate every this many steps")
     compare.add_argument("--val-n", type=int, default=2, help="samples per validation problem")

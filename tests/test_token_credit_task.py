@@ -276,6 +276,17 @@ def test_compare_runs_one_seed_of_the_three_cells_on_validation_then_reports_the
     assert report[report.index("--split") + 1] == "val"  # the study's test split stays unread
 
 
+def test_compare_runs_each_cell_at_the_studys_chosen_rate_once_the_sweep_is_committed(tmp_path):
+    sweep = tmp_path / "sweep.json"
+    runs, report = study.compare_arguments(6, None, 0, 2, 2, tmp_path, sweep=sweep)
+    assert runs[runs.index("--lrs") + 1] == "3e-05" and "--lrs-from-sweep" not in report  # no sweep yet
+    sweep.write_text("{}")
+    runs, report = study.compare_arguments(6, None, 0, 2, 2, tmp_path, sweep=sweep)
+    assert runs[runs.index("--chosen-lrs") + 1] == report[report.index("--lrs-from-sweep") + 1] == str(sweep)
+    runs, report = study.compare_arguments(6, 1e-4, 0, 2, 2, tmp_path, sweep=sweep)
+    assert runs[runs.index("--lrs") + 1] == "0.0001" and "--chosen-lrs" not in runs  # an asked rate wins
+
+
 def test_the_studys_kept_warm_start_is_a_build_of_todays_task(tmp_path):
     """``compare`` and the queue start from it: a change of the task's settings must fail here, not in a run."""
     root = install_warm_start(tmp_path, study.KEPT_WARM_START, task=TOKEN_CREDIT, progress=lambda message: None)
