@@ -101,8 +101,7 @@ def pooled(comparison: str, folder: str, metric: str) -> Verdict:
     )
 
 
-NOT_RETUNED = "the withdrawn estimators' rates (not re-tuned)"
-UNWHITENED = "PURE without batch whitening"
+WHITENED = "with its authors' batch whitening"
 
 
 def shuffled_control(task: str) -> Verdict:
@@ -119,19 +118,15 @@ def shuffled_control(task: str) -> Verdict:
 
 
 def rerun(task: str) -> tuple[Verdict, ...]:
-    """The rerun of issue 25 on ``task``: BoT-GRPO minus GRPO, minus PS-GRPO and minus PURE (the last two from
-    the report with BoT-GRPO as the baseline)."""
-    folder = f"protocol-rerun/{task}"
+    """``task`` from the rerun's warm start: BoT-GRPO minus GRPO (issue 25's rerun), minus PS-GRPO and minus PURE
+    (issue 40: both re-tuned on validation, PURE with its authors' batch whitening; from the report with BoT-GRPO as
+    the baseline)."""
+    folder = f"protocol-issue40/{task}/vs-bot_grpo"
     return (
-        protocol(task, "BoT-GRPO - GRPO, the rerun's warm start", folder, "bot_grpo", "grpo"),
-        *(
-            protocol(
-                task, f"BoT-GRPO - {name}", f"{folder}/vs-bot_grpo", cell, "bot_grpo",
-                negate=True, learning_rates=NOT_RETUNED,
-            )
-            for cell, name in (("ps_grpo", "PS-GRPO"), ("pure", f"PURE ({UNWHITENED})"))
-        ),
-    )  # fmt: skip
+        protocol(task, "BoT-GRPO - GRPO, the rerun's warm start", f"protocol-rerun/{task}", "bot_grpo", "grpo"),
+        protocol(task, "BoT-GRPO - PS-GRPO", folder, "ps_grpo", "bot_grpo", negate=True),
+        protocol(task, f"BoT-GRPO - PURE ({WHITENED})", folder, "pure", "bot_grpo", negate=True),
+    )
 
 
 def composed(name: str, folder: str) -> tuple[Verdict, ...]:
@@ -151,9 +146,7 @@ VERDICTS = (
     protocol("react", "BoT-GRPO - GRPO, compiles as asked", "protocol/react", "bot_grpo", "grpo"),
     shuffled_control("react"),
     *rerun("react"),
-    protocol(
-        "react", f"PURE ({UNWHITENED}) - GRPO", "protocol-rerun/react", "pure", "grpo", learning_rates=NOT_RETUNED
-    ),
+    protocol("react", f"PURE ({WHITENED}) - GRPO", "protocol-issue40/react", "pure", "grpo"),
     *rerun("arith"),
     *rerun("arith_hard"),
     protocol("agent", "BoT-GRPO - GRPO, per-turn rewards", "agent/agent", "bot_grpo", "grpo"),
