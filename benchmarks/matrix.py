@@ -34,9 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.metrics import AS_ASKED, DYNAMIC_SAMPLING
+from benchmarks.metrics import AS_ASKED, DYNAMIC_SAMPLING, within_group_length_std
 from benchmarks.reporting.outputs import write_report
 from benchmarks.reporting.runs import lr_name, run_file_name
+from bot_grpo_verl.verl_compat.token_dump import TOKEN_DUMP_SUFFIX
 from demo.assets import build_assets, install_warm_start
 from demo.held_out import (
     Validation,
@@ -89,6 +90,8 @@ TRAIN_METRICS = (
     "timing_s/step",
     *DYNAMIC_SAMPLING,
 )
+# The training curve a run's summary adds from its rollouts' token dumps (benchmarks.metrics.within_group_length_std).
+WITHIN_GROUP_LENGTH_STD = "response_length/within_group_std"
 
 
 @dataclass(frozen=True)
@@ -241,9 +244,17 @@ def check_warm_start(summaries: Path, warm_start: str) -> None:
 
 def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: int, problems, warm_start: str) -> dict:
     """The small, committed record of one finished run: its settings, warm start (:func:`warm_start_sha256`),
-    training curves and held-out counts."""
+    training curves (with :data:`WITHIN_GROUP_LENGTH_STD` per step where the run dumped its rollouts' tokens) and
+    held-out counts."""
     rows = read_metrics(out / "metrics.jsonl")
     dumps = sorted((out / "validation").glob("*.jsonl"), key=lambda path: int(path.stem)) if problems else []
+    train = {key: [row.get(key) for row in rows] for key in TRAIN_METRICS if any(key in row for row in rows)}
+    spreads = {
+        int(dump.name.removesuffix(TOKEN_DUMP_SUFFIX)): within_group_length_std(dump)
+        for dump in (out / "rollouts").glob(f"*{TOKEN_DUMP_SUFFIX}")
+    }
+    if spreads:
+        train[WITHIN_GROUP_LENGTH_STD] = [spreads.get(row["step"]) for row in rows]
     return {
         "task": task_name,
         "cell": cell,
@@ -254,7 +265,7 @@ def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: in
         "prompts_per_step": PROMPTS_PER_STEP,
         "wall_seconds": float((out / "DONE").read_text().split()[0]) if (out / "DONE").exists() else None,
         "cpu_seconds": float((out / "cpu_seconds").read_text()) if (out / "cpu_seconds").exists() else None,
-        "train": {key: [row.get(key) for row in rows] for key in TRAIN_METRICS if any(key in row for row in rows)},
+        "train": train,
         "held_out": {dump.stem: held_out_record(dump, problems, TASKS[task_name].as_asked) for dump in dumps},
     }
 

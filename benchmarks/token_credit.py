@@ -11,24 +11,38 @@ writes the protocol report of those three runs (its ``curves.png``: held-out exa
 problems)::
 
     python -m benchmarks.token_credit compare --steps 24 --out runs/token-credit-compare
+
+``threshold`` computes the registered threshold T from the committed sweep (validation split only) and writes
+``threshold.json`` beside it, before any test run; ``hypotheses`` decides each registered hypothesis on the final
+matrix's test split at that T (:mod:`benchmarks.reporting.hypotheses`): ``hypotheses.md``, ``hypotheses.json`` and
+``steps_to_threshold.png``::
+
+    python -m benchmarks.token_credit threshold
+    python -m benchmarks.token_credit hypotheses
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
 
 from benchmarks import matrix, protocol_report
+from benchmarks.reporting.hypotheses import threshold_from_sweep
+from benchmarks.reporting.outputs import write_hypotheses, write_json
+from benchmarks.reporting.runs import read_runs
 from demo.assets import build_assets
 
 TASK = "token_credit"
 START_RANGE = (0.10, 0.30)  # the registered warm start's exact rate on validation samples
 COMPARED = ("grpo", "bot_grpo", "bot_grpo_shuffled")
 WARM_START_FILES = ("manifest.json", "model", "train.parquet", "val.parquet", "test.parquet")
-KEPT_WARM_START = Path(__file__).parent / "results" / "token-credit" / "warm-starts" / "c2dea09be119fd63"
-STUDY_SWEEP = Path(__file__).parent / "results" / "token-credit" / TASK / "sweep.json"  # the registered sweep's choice
+STUDY_RESULTS = Path(__file__).parent / "results" / "token-credit"
+STUDY_SWEEP = STUDY_RESULTS / TASK / "sweep.json"  # the registered sweep's choice
+STUDY_THRESHOLD = STUDY_RESULTS / TASK / "threshold.json"  # T, chosen on validation before any test run
+KEPT_WARM_START = STUDY_RESULTS / "warm-starts" / "c2dea09be119fd63"
 UNTUNED_LR = 3e-5  # compare's rate until the sweep is committed: the sweep's smallest (3e-4 collapses GRPO in 3 steps)
 
 
@@ -95,6 +109,39 @@ def compare_arguments(
     return runs, report
 
 
+def threshold(sweep: Path, out: Path) -> int:
+    """``threshold``: T from the committed sweep (:func:`~benchmarks.reporting.hypotheses.threshold_from_sweep`),
+    written to ``out``."""
+    chosen = threshold_from_sweep(json.loads(sweep.read_text()))
+    write_json(out, chosen)
+    if chosen["threshold"] is None:
+        print(f"no threshold: no tuned arm rose on validation from {chosen['start']:.3f}; wrote {out}")
+    else:
+        print(
+            f"T = {chosen['threshold']}: halfway from the sweep's step-0 mean {chosen['start']:.3f} to "
+            f"{chosen['reference']}'s last validation {chosen['reference_level']:.3f}; wrote {out}"
+        )
+    return 0
+
+
+def hypotheses(results: Path, sweep: Path, threshold_file: Path, boot: int, seed: int) -> int:
+    """``hypotheses``: every registered hypothesis decided on the final matrix's test split, written beside the
+    sweep; 1 (with the reason) when the final runs, the sweep or T is missing."""
+    missing = [path for path in (sweep, threshold_file) if not path.exists()]
+    runs = read_runs(results).get(TASK, {})
+    if missing or not runs:
+        named = ", ".join(map(str, missing)) or f"final runs under {results / TASK / 'runs'}"
+        print(f"error: {named} missing: run the sweep, `threshold`, then the final matrix", file=sys.stderr)
+        return 1
+    chosen = json.loads(sweep.read_text())["chosen"]
+    level = json.loads(threshold_file.read_text())["threshold"]
+    report = write_hypotheses(TASK, runs, chosen, level, sweep.parent, boot=boot, seed=seed)
+    for entry in report["hypotheses"]:
+        print(f"{entry['name']}: {entry['verdict']}")
+    print(f"wrote {sweep.parent / 'hypotheses.md'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -111,9 +158,22 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("--test-freq", type=int, default=8, help="validate every this many steps")
     compare.add_argument("--val-n", type=int, default=2, help="samples per validation problem")
     compare.add_argument("--out", type=Path, default=Path("runs/token-credit-compare"))
+    level = commands.add_parser("threshold", help="the registered threshold T from the sweep (validation only)")
+    level.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
+    level.add_argument("--out", type=Path, default=STUDY_THRESHOLD)
+    decide = commands.add_parser("hypotheses", help="each registered hypothesis decided on the final test runs")
+    decide.add_argument("--results", type=Path, default=STUDY_RESULTS, help="final runs: RESULTS/token_credit/runs")
+    decide.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
+    decide.add_argument("--threshold-file", type=Path, default=STUDY_THRESHOLD)
+    decide.add_argument("--boot", type=int, default=2000, help="bootstrap draws")
+    decide.add_argument("--seed", type=int, default=0, help="bootstrap random seed")
     args = parser.parse_args(argv)
     if args.command == "warm-start":
         return warm_start(args.cache_dir, args.results, args.commit)
+    if args.command == "threshold":
+        return threshold(args.sweep, args.out)
+    if args.command == "hypotheses":
+        return hypotheses(args.results, args.sweep, args.threshold_file, args.boot, args.seed)
     runs, report = compare_arguments(args.steps, args.lr, args.seed, args.test_freq, args.val_n, args.out)
     matrix.main(runs)
     status = protocol_report.main(report)

@@ -100,3 +100,25 @@ def plot_pass_at_k(summary: dict, path: Path) -> None:
     axis.set_ylabel("Pass@k (held-out prompts)")
     axis.legend(fontsize=8)
     save(figure, path)
+
+
+def plot_steps_to_threshold(report: dict, path: Path) -> None:
+    """steps_to_threshold.png: each cell's steps to T with its 95% interval; a cell that does not reach T (at the
+    point estimate) is drawn at its last step as a hollow marker, its interval's unreached side open."""
+    names = list(report["cells"])
+    figure, axes = pyplot().subplots(figsize=(7, 1 + 0.4 * len(names)))
+    for row, name in enumerate(names):
+        cell = report["cells"][name]
+        steps, last = cell["steps_to_threshold"], cell["last_step"]
+        low, estimate, high = (
+            steps[key] if isinstance(steps[key], float) else last for key in ("low", "estimate", "high")
+        )
+        reached = isinstance(steps["estimate"], float)
+        axes.plot([low, high], [row, row], color="C0")
+        axes.plot(estimate, row, "o", color="C0", fillstyle="full" if reached else "none")
+        axes.annotate(f"{steps['reached']:.0%} reach", (high, row), xytext=(4, 0), textcoords="offset points",
+                      va="center", fontsize="x-small")  # fmt: skip
+    axes.set_yticks(range(len(names)), names)
+    axes.invert_yaxis()
+    axes.set(xlabel=f"training steps to test exact rate {report['threshold']} (95% CI)", title=report["task"])
+    save(figure, path)

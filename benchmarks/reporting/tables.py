@@ -171,3 +171,53 @@ def pass_at_k_table(summary: dict, baseline: str) -> str:
             f"| {algorithm} | " + " | ".join(cells) + f" | {'n/a' if difference is None else f'{difference:+.3f}'} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def hypotheses_markdown(report: dict) -> str:
+    """hypotheses.md: the token-credit study's cells and each registered hypothesis with its claims, measures and
+    verdict (a JSON-ready :func:`~benchmarks.reporting.hypotheses.hypotheses_report`)."""
+    threshold = report["threshold"]
+    by = f"steps to T = {threshold} (first crossing of the seed-mean test exact rate)" if threshold else None
+    lines = [
+        f"# {report['task']}: the registered hypotheses (test split)",
+        "",
+        f"{report['boot']} bootstrap draws (seed {report['seed']}), 95% percentile intervals resampling seeds and "
+        "test problems (paired over problems). "
+        + (f"Speed: {by}." if by else "No threshold (no tuned arm rose on validation): final exact rates only."),
+        "",
+        "| cell | lr | seeds | final exact rate | "
+        + ("steps to T (share of draws reaching it) | " if threshold else "")
+        + "letters right, last 20 training steps | within-group length sd (tokens) | CPU s per run | wall s per run |",
+        "| --- " * (8 + bool(threshold)) + "|",
+    ]
+    for name, cell in report["cells"].items():
+        columns = [name, lr_name(cell["lr"]), str(len(cell["seeds"])), interval_text(cell["final"])]
+        if threshold:
+            steps = cell["steps_to_threshold"]
+            columns.append(f"{interval_text(steps, 1)} ({steps['reached']:.2f})")
+        for key, digits in (("items_correct_tail", 3), ("within_group_length_std", 2), ("cpu_seconds", 0)):
+            columns.append(spread_text(cell.get(key, {"mean": None}), digits))
+        columns.append(spread_text(cell.get("wall_seconds", {"mean": None}), 0))
+        lines.append("| " + " | ".join(columns) + " |")
+    lines += [
+        "",
+        "A claim says FASTER beats SLOWER: the steps ratio SLOWER / FASTER lies above 1 and the final difference "
+        "FASTER - SLOWER above 0 (`apart`), or neither does (`level`); `reversed`: the interval lies on the other "
+        "side; `undefined`: FASTER never reaches T. Only the deciding measures (bold) decide.",
+    ]
+    for hypothesis in report["hypotheses"]:
+        lines += ["", f"## {hypothesis['name']}: {hypothesis['words']}: **{hypothesis['verdict']}**", ""]
+        if hypothesis["verdict"] == "not run":
+            lines.append(f"Not run yet: {', '.join(hypothesis['missing'])}.")
+            continue
+        lines += ["| slower | faster | expected | measure | estimate [95%] | side |", "| --- " * 6 + "|"]
+        for claim in hypothesis["claims"]:
+            expected = claim["expect"] + (f", ratio >= {claim['min_ratio']}" if claim["min_ratio"] > 1 else "")
+            for measure, values in claim["measures"].items():
+                name = f"**{measure}**" if measure in claim["deciding"] else measure
+                digits = 2 if measure == "steps to T" else 3
+                lines.append(
+                    f"| {claim['slower']} | {claim['faster']} | {expected} | {name} | "
+                    f"{interval_text(values, digits)} | {claim['sides'][measure]} |"
+                )
+    return "\n".join(lines) + "\n"
