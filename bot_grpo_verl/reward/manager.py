@@ -236,7 +236,7 @@ def aligned_token_rewards(
     elif parsed.spans:
         rewards = token_values_from_spans(ranges, parsed.spans, np.nan, len(text))
         covered = ~np.isnan(rewards)
-        rewards = np.where(covered, rewards, parsed.score)
+        rewards = np.where(covered, rewards, parsed.score if parsed.uncovered is None else parsed.uncovered)
     else:
         rewards = np.full(length, parsed.score)
         covered = np.zeros(length, dtype=bool)
@@ -302,7 +302,8 @@ def step_layout_with_info(
         rewards, covered = turn_end_rewards(turns, np.clip(parsed.turn_rewards, *clip), len(ranges)), assistant
         return rewards, reward_info(parsed, rewards[is_step_end(rewards)], covered[assistant])
     spans = tuple((start, end, float(np.clip(value, *clip))) for start, end, value in parsed.spans or ())
-    rewards, covered = step_end_rewards(ranges, spans, float(np.clip(parsed.score, *clip)), text_length)
+    uncovered = None if parsed.uncovered is None else float(np.clip(parsed.uncovered, *clip))
+    rewards, covered = step_end_rewards(ranges, spans, float(np.clip(parsed.score, *clip)), text_length, uncovered)
     steps = rewards[is_step_end(rewards) & assistant]
     return rewards, reward_info(parsed, steps, covered[assistant])
 

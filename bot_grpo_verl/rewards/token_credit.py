@@ -10,10 +10,11 @@ makes every later one wrong); an item past the reference's end is wrong. ::
     +reward.custom_reward_function.reward_kwargs.flip=0.1
 
 Each item's span (the item and the whitespace before it) carries its label, 1 (right) or 0 (wrong); the score
-is the outcome, 1 when the response is exactly the reference's items, else 0. Tokens no span covers (the EOS,
-trailing whitespace) get the score (the ``bot_token`` manager's rule). With ``flip`` > 0 every item's label is
-flipped with that probability (a noisy token scorer); the score stays exact. Synchronous, deterministic, thread
-safe, linear in the response's length.
+is the outcome, 1 when the response is exactly the reference's items, else 0. The tokens no span covers (the EOS,
+trailing whitespace) carry the stop's label (``uncovered``): 1 when the response stopped after as many items as
+the reference has, else 0, so the EOS is labelled by its own correctness, not by the outcome. With ``flip`` > 0
+every label (each item's and the stop's) is flipped with that probability (a noisy token scorer); the score stays
+exact. Synchronous, deterministic, thread safe, linear in the response's length.
 """
 
 # No ``from __future__ import annotations``: verl's loader does not register this module in sys.modules,
@@ -88,12 +89,13 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         **kwargs: :class:`TokenCreditConfig` options (verl's ``reward_kwargs``).
 
     Returns:
-        ``{"score", "acc", "spans", "items", "items_correct", "length_error", "flipped"}``: ``score`` = ``acc``
-        = 1.0 when the response's items are exactly the reference's, else 0.0; ``spans`` one ``(start, end,
-        label)`` per item (:func:`item_spans`), the label flipped where the noise says so; ``items`` the
+        ``{"score", "acc", "spans", "uncovered", "items", "items_correct", "length_error", "flipped"}``:
+        ``score`` = ``acc`` = 1.0 when the response's items are exactly the reference's, else 0.0; ``spans`` one
+        ``(start, end, label)`` per item (:func:`item_spans`); ``uncovered`` the stop's label, 1.0 when the
+        response has as many items as the reference (the labels flipped where the noise says so); ``items`` the
         response's item count; ``items_correct`` the fraction of the reference's items the response has right
         in place (exact labels); ``length_error`` the response's items minus the reference's; ``flipped`` the
-        fraction of labels flipped (0 without items).
+        fraction of labels flipped, the stop's included.
 
     Raises:
         ValueError: ``solution_str`` not a str, a blank or non-str ``ground_truth``, or a bad option.
@@ -106,15 +108,17 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     reference = ground_truth.split()
     spans = item_spans(solution_str)
     labels = item_labels([item for _, _, item in spans], reference)
-    flips = config.flips(len(labels), ground_truth, solution_str)
-    exact = float(len(labels) == len(reference) and all(labels))
-    noisy = [float(label != flipped) for label, flipped in zip(labels, flips, strict=True)]
+    stopped_right = len(labels) == len(reference)
+    flips = config.flips(len(labels) + 1, ground_truth, solution_str)  # the items', then the stop's
+    exact = float(stopped_right and all(labels))
+    noisy = [float(label != flipped) for label, flipped in zip([*labels, stopped_right], flips, strict=True)]
     return {
         "score": exact,
         "acc": exact,
-        "spans": [(start, end, value) for (start, end, _), value in zip(spans, noisy, strict=True)],
+        "spans": [(start, end, value) for (start, end, _), value in zip(spans, noisy[:-1], strict=True)],
+        "uncovered": noisy[-1],
         "items": float(len(labels)),
         "items_correct": sum(labels) / len(reference),
         "length_error": float(len(labels) - len(reference)),
-        "flipped": sum(flips) / len(flips) if flips else 0.0,
+        "flipped": sum(flips) / len(flips),
     }
