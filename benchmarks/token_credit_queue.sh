@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The token-credit study's runs (issue 43, benchmarks/PROTOCOL.md) as a sequential queue, one stage at a time:
 #
-#   sweep [CELLS]  the warm start built and checked (the queue stops when it is outside the registered range), then
-#                  the learning-rate sweep (validation split, seed 0)
+#   sweep [CELLS]  the warm start built and checked unless kept (the queue stops when it is outside the registered
+#                  range), then the learning-rate sweep (validation split, seed 0)
 #   edge [CELLS]   the registered edge rule: each cell whose chosen rate is its grid's smallest (largest) runs at a
 #                  third (three times) of it, seed 0; needs the sweep's choice (protocol_report, PROTOCOL.md)
 #   final [CELLS]  the final matrix (test split, seeds 100-104) at the chosen rates, for the steps the plateau rule
@@ -24,8 +24,11 @@ SWEPT=grpo,grpo_token_mean,bot_grpo,bot_grpo_uniform,bot_grpo_shuffled,dapo,ps_g
 CELLS=${2:-$([ "$STAGE" = final ] && echo "$SWEPT,bot_grpo@flip10,bot_grpo@flip30" || echo "$SWEPT")}
 RESULTS=benchmarks/results/token-credit
 CHOSEN=$RESULTS/token_credit/sweep.json
+# The study's kept warm start, installed under the key today's code computes (no rebuild; its weights are checked).
+WARM_START=$RESULTS/warm-starts/c2dea09be119fd63
+KEPT=(--warm-start "$WARM_START")
 SWEEP=(--seeds 0 --steps 200 --validate val --test-freq 50 --val-n 4 --runs runs/token-credit/sweep
-    --results "$RESULTS/sweep" --commit --no-report)
+    --results "$RESULTS/sweep" --commit --no-report "${KEPT[@]}")
 # One torch thread per process: on a shared 2-core machine threads of one process only wait for each other.
 export PYTHONPATH=$PWD OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 mkdir -p runs/token-credit
@@ -33,7 +36,7 @@ exec >>runs/token-credit/queue.log 2>&1
 echo "== queue $$ $STAGE $CELLS started $(date -Is) at $(git rev-parse --short HEAD)"
 case "$STAGE" in
 sweep)
-    "$PY" -m benchmarks.token_credit warm-start --results "$RESULTS" --commit
+    [ -d "$WARM_START" ] || "$PY" -m benchmarks.token_credit warm-start --results "$RESULTS" --commit
     "$PY" -m benchmarks.matrix --task token_credit --algorithms "$CELLS" --lrs 3e-5,1e-4,3e-4,1e-3 "${SWEEP[@]}"
     ;;
 edge)
@@ -47,7 +50,7 @@ final)
     STEPS=$("$PY" -c "import json; print(json.load(open('$RESULTS/token_credit/threshold.json'))['final_steps'])")
     "$PY" -m benchmarks.matrix --task token_credit --algorithms "$CELLS" --chosen-lrs "$CHOSEN" \
         --seeds 100,101,102,103,104 --steps "$STEPS" --validate test --test-freq 25 --val-n 4 \
-        --runs runs/token-credit/final --results "$RESULTS" --commit --no-report
+        --runs runs/token-credit/final --results "$RESULTS" --commit --no-report "${KEPT[@]}"
     ;;
 *)
     echo "unknown stage $STAGE: sweep, edge or final" >&2
