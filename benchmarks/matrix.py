@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.metrics import AS_ASKED, DYNAMIC_SAMPLING, within_group_length_std
+from benchmarks.metrics import AS_ASKED, DYNAMIC_SAMPLING, groups_with_signal, prompt_groups, within_group_length_std
 from benchmarks.reporting.outputs import write_report
 from benchmarks.reporting.runs import lr_name, run_file_name
 from bot_grpo_verl.verl_compat.token_dump import TOKEN_DUMP_SUFFIX
@@ -90,8 +90,11 @@ TRAIN_METRICS = (
     "timing_s/step",
     *DYNAMIC_SAMPLING,
 )
-# The training curve a run's summary adds from its rollouts' token dumps (benchmarks.metrics.within_group_length_std).
-WITHIN_GROUP_LENGTH_STD = "response_length/within_group_std"
+# The training curves a run's summary adds from its rollouts' token dumps (benchmarks.metrics), per step.
+GROUP_CURVES = {
+    "response_length/within_group_std": within_group_length_std,
+    "training/groups_with_signal": groups_with_signal,
+}
 
 
 @dataclass(frozen=True)
@@ -244,17 +247,18 @@ def check_warm_start(summaries: Path, warm_start: str) -> None:
 
 def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: int, problems, warm_start: str) -> dict:
     """The small, committed record of one finished run: its settings, warm start (:func:`warm_start_sha256`),
-    training curves (with :data:`WITHIN_GROUP_LENGTH_STD` per step where the run dumped its rollouts' tokens) and
+    training curves (with :data:`GROUP_CURVES` per step where the run dumped its rollouts' tokens) and
     held-out counts."""
     rows = read_metrics(out / "metrics.jsonl")
     dumps = sorted((out / "validation").glob("*.jsonl"), key=lambda path: int(path.stem)) if problems else []
     train = {key: [row.get(key) for row in rows] for key in TRAIN_METRICS if any(key in row for row in rows)}
-    spreads = {
-        int(dump.name.removesuffix(TOKEN_DUMP_SUFFIX)): within_group_length_std(dump)
+    groups = {
+        int(dump.name.removesuffix(TOKEN_DUMP_SUFFIX)): prompt_groups(dump)
         for dump in (out / "rollouts").glob(f"*{TOKEN_DUMP_SUFFIX}")
     }
-    if spreads:
-        train[WITHIN_GROUP_LENGTH_STD] = [spreads.get(row["step"]) for row in rows]
+    for name, statistic in GROUP_CURVES.items() if groups else ():
+        by_step = {step: statistic(step_groups) for step, step_groups in groups.items()}
+        train[name] = [by_step.get(row["step"]) for row in rows]
     return {
         "task": task_name,
         "cell": cell,

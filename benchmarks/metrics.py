@@ -72,19 +72,27 @@ def generated_per_trained(train: dict[str, list[float | None]], prompts_per_step
     return 1 + extra / (prompts_per_step * steps)
 
 
-def within_group_length_std(tokens_dump: Path) -> float:
-    """Mean over a step's prompt groups of the standard deviation (population) of their rollouts' response
-    lengths in tokens: how far lengths vary where BoT-GRPO's 1/L weighting differs from uniform weighting.
-
-    Args:
-        tokens_dump: one step's ``<step>.tokens.jsonl`` (:mod:`bot_grpo_verl.verl_compat.token_dump`): per
-            rollout its key ``{uid}_{session}_{index}`` (the uid names the prompt's group) and ``response_ids``.
-    """
-    groups: dict[str, list[int]] = {}
+def prompt_groups(tokens_dump: Path) -> list[list[dict]]:
+    """One step's rollouts grouped by prompt, from its ``<step>.tokens.jsonl``
+    (:mod:`bot_grpo_verl.verl_compat.token_dump`: per rollout its key ``{uid}_{session}_{index}``, whose uid names
+    the prompt's group, its ``response_ids`` and ``advantages``)."""
+    groups: dict[str, list[dict]] = {}
     for line in tokens_dump.read_text().splitlines():
         if line.strip():
             row = json.loads(line)
-            groups.setdefault(row["key"].rsplit("_", 2)[0], []).append(len(row["response_ids"]))
+            groups.setdefault(row["key"].rsplit("_", 2)[0], []).append(row)
     if not groups:
-        raise ValueError(f"{tokens_dump} holds no rollout: cannot measure its groups' length spread")
-    return float(np.mean([np.std(lengths) for lengths in groups.values()]))
+        raise ValueError(f"{tokens_dump} holds no rollout: cannot measure its prompt groups")
+    return list(groups.values())
+
+
+def within_group_length_std(groups: list[list[dict]]) -> float:
+    """Mean over prompt groups (:func:`prompt_groups`) of the standard deviation (population) of their rollouts'
+    response lengths in tokens: how far lengths vary where BoT-GRPO's 1/L weighting differs from uniform."""
+    return float(np.mean([np.std([len(row["response_ids"]) for row in group]) for group in groups]))
+
+
+def groups_with_signal(groups: list[list[dict]]) -> float:
+    """Share of prompt groups (:func:`prompt_groups`) whose advantages are not all zero: the groups an update
+    learns from (with an outcome reward, those whose rollouts did not all score alike)."""
+    return float(np.mean([any(value != 0 for row in group for value in row["advantages"]) for group in groups]))

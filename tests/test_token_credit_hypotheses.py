@@ -33,6 +33,7 @@ def summary(cell: str, seed: int, curve: tuple[float, ...]) -> dict:
     train = {
         "reward_extra/items_correct/mean": [None] + [0.5] * 30 + [0.7] * 20,
         "response_length/within_group_std": [None, 1.0, 3.0],
+        "training/groups_with_signal": [None, 0.25, 0.5],
     }
     settings = {"task": "token_credit", "cell": cell, "lr": LR, "seed": seed, "warm_start_sha256": "0" * 64}
     return settings | {
@@ -125,6 +126,7 @@ def test_each_hypothesis_is_decided_by_its_registered_comparisons(tmp_path):
     assert costs["cpu_seconds"]["mean"] == pytest.approx(701.0)  # 600 + seed, seeds 100-102
     assert costs["items_correct_tail"]["mean"] == pytest.approx(0.7)  # the last 20 steps only
     assert costs["within_group_length_std"]["mean"] == pytest.approx(2.0)
+    assert costs["groups_with_signal"]["mean"] == pytest.approx(0.375)
 
 
 def test_h1_needs_a_ratio_of_at_least_1_5_not_only_an_interval_above_1(tmp_path):

@@ -165,8 +165,8 @@ def hypothesis_entry(hypothesis: Hypothesis, cells: dict[str, Cell], to_threshol
 
 def cell_costs(runs: Runs, cells: dict[str, Cell]) -> dict[str, dict]:
     """Per cell at its rate: CPU and wall seconds per run, the letter accuracy of training rollouts over the
-    last :data:`TAIL_STEPS` steps, and the mean within-group spread of response lengths (H4's premise), each
-    with its spread over seeds."""
+    last :data:`TAIL_STEPS` steps, the mean within-group spread of response lengths (H4's premise) and the mean
+    share of prompt groups with a learning signal (advantages not all zero), each with its spread over seeds."""
     by_cell: dict[str, dict[str, list[float]]] = {name: {} for name in cells}
     for name, lr, _seed, summary in each_run(runs):
         if name not in cells or lr != cells[name].lr:
@@ -177,6 +177,7 @@ def cell_costs(runs: Runs, cells: dict[str, Cell]) -> dict[str, dict]:
             "wall_seconds": summary.get("wall_seconds"),
             "items_correct_tail": tail_mean(train.get("reward_extra/items_correct/mean", [])),
             "within_group_length_std": tail_mean(train.get("response_length/within_group_std", []), None),
+            "groups_with_signal": tail_mean(train.get("training/groups_with_signal", []), None),
         }
         for key, value in values.items():
             if value is not None:

@@ -187,17 +187,18 @@ def hypotheses_markdown(report: dict) -> str:
         "",
         "| cell | lr | seeds | final exact rate | "
         + ("steps to T (share of draws reaching it) | " if threshold else "")
-        + "letters right, last 20 training steps | within-group length sd (tokens) | CPU s per run | wall s per run |",
-        "| --- " * (8 + bool(threshold)) + "|",
+        + "letters right, last 20 training steps | within-group length sd (tokens) | groups with signal | "
+        "CPU s per run | wall s per run |",
+        "| --- " * (9 + bool(threshold)) + "|",
     ]
     for name, cell in report["cells"].items():
         columns = [name, lr_name(cell["lr"]), str(len(cell["seeds"])), interval_text(cell["final"])]
         if threshold:
             steps = cell["steps_to_threshold"]
             columns.append(f"{interval_text(steps, 1)} ({steps['reached']:.2f})")
-        for key, digits in (("items_correct_tail", 3), ("within_group_length_std", 2), ("cpu_seconds", 0)):
+        described = ("items_correct_tail", 3), ("within_group_length_std", 2), ("groups_with_signal", 2)
+        for key, digits in (*described, ("cpu_seconds", 0), ("wall_seconds", 0)):
             columns.append(spread_text(cell.get(key, {"mean": None}), digits))
-        columns.append(spread_text(cell.get("wall_seconds", {"mean": None}), 0))
         lines.append("| " + " | ".join(columns) + " |")
     lines += [
         "",
