@@ -12,10 +12,11 @@ problems)::
 
     python -m benchmarks.token_credit compare --steps 24 --out runs/token-credit-compare
 
-``threshold`` computes the registered threshold T from the committed sweep (validation split only) and writes
-``threshold.json`` beside it, before any test run; ``hypotheses`` decides each registered hypothesis on the final
-matrix's test split at that T (:mod:`benchmarks.reporting.hypotheses`): ``hypotheses.md``, ``hypotheses.json`` and
-``steps_to_threshold.png``::
+``edge-rates`` names the rates the registered edge rule runs next (the queue's ``edge`` stage); ``threshold``
+computes the registered threshold T and the final matrix's steps (the plateau rule) from the committed sweep
+(validation split only) and writes ``threshold.json`` beside it, before any test run; ``hypotheses`` decides each
+registered hypothesis on the final matrix's test split at that T (:mod:`benchmarks.reporting.hypotheses`):
+``hypotheses.md``, ``hypotheses.json`` and ``steps_to_threshold.png``::
 
     python -m benchmarks.token_credit threshold
     python -m benchmarks.token_credit hypotheses
@@ -30,9 +31,10 @@ import sys
 from pathlib import Path
 
 from benchmarks import matrix, protocol_report
-from benchmarks.reporting.hypotheses import threshold_from_sweep
+from benchmarks.reporting.hypotheses import final_steps, threshold_from_sweep
 from benchmarks.reporting.outputs import write_hypotheses, write_json
-from benchmarks.reporting.runs import read_runs
+from benchmarks.reporting.runs import lr_name, read_runs
+from benchmarks.reporting.sweep import beyond_edges
 from demo.assets import build_assets
 
 TASK = "token_credit"
@@ -112,8 +114,12 @@ def compare_arguments(
 def threshold(sweep: Path, out: Path) -> int:
     """``threshold``: T from the committed sweep (:func:`~benchmarks.reporting.hypotheses.threshold_from_sweep`),
     written to ``out``."""
-    chosen = threshold_from_sweep(json.loads(sweep.read_text()))
+    swept = json.loads(sweep.read_text())
+    chosen = threshold_from_sweep(swept) | final_steps(swept)
     write_json(out, chosen)
+    print(
+        f"grpo's last two validations rose {chosen['rise']:+.3f}: the final matrix runs {chosen['final_steps']} steps"
+    )
     if chosen["threshold"] is None:
         print(f"no threshold: no tuned arm rose on validation from {chosen['start']:.3f}; wrote {out}")
     else:
@@ -121,6 +127,17 @@ def threshold(sweep: Path, out: Path) -> int:
             f"T = {chosen['threshold']}: halfway from the sweep's step-0 mean {chosen['start']:.3f} to "
             f"{chosen['reference']}'s last validation {chosen['reference_level']:.3f}; wrote {out}"
         )
+    return 0
+
+
+def edge_rates(sweep: Path, cells: str) -> int:
+    """``edge-rates``: one line ``CELL RATE`` per cell of ``cells`` (comma-separated; empty: all) whose chosen
+    rate is its grid's edge, RATE the one the registered edge rule runs next (for the queue's ``edge`` stage)."""
+    swept = json.loads(sweep.read_text())
+    wanted = set(filter(None, cells.split(",")))
+    for cell, lr in beyond_edges(swept["chosen"], swept["at_edge"]).items():
+        if not wanted or cell in wanted:
+            print(cell, lr_name(lr))
     return 0
 
 
@@ -161,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     level = commands.add_parser("threshold", help="the registered threshold T from the sweep (validation only)")
     level.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
     level.add_argument("--out", type=Path, default=STUDY_THRESHOLD)
+    edge = commands.add_parser("edge-rates", help="the rates the registered edge rule runs next, per edge cell")
+    edge.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
+    edge.add_argument("--cells", default="", help="only these cells (comma-separated; default all)")
     decide = commands.add_parser("hypotheses", help="each registered hypothesis decided on the final test runs")
     decide.add_argument("--results", type=Path, default=STUDY_RESULTS, help="final runs: RESULTS/token_credit/runs")
     decide.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
@@ -172,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         return warm_start(args.cache_dir, args.results, args.commit)
     if args.command == "threshold":
         return threshold(args.sweep, args.out)
+    if args.command == "edge-rates":
+        return edge_rates(args.sweep, args.cells)
     if args.command == "hypotheses":
         return hypotheses(args.results, args.sweep, args.threshold_file, args.boot, args.seed)
     runs, report = compare_arguments(args.steps, args.lr, args.seed, args.test_freq, args.val_n, args.out)

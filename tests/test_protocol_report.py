@@ -20,7 +20,7 @@ from benchmarks.reporting.statistics import (
     seed_mean,
     steps_to_level,
 )
-from benchmarks.reporting.sweep import at_grid_edge, choose_lrs, single_lrs, sweep_table
+from benchmarks.reporting.sweep import at_grid_edge, beyond_edges, choose_lrs, single_lrs, sweep_table
 from benchmarks.reporting.tables import report_markdown, sweep_markdown
 
 VALIDATIONS = (0, 4, 8)
@@ -183,6 +183,8 @@ def test_sweep_criteria_ties_and_borrowed_learning_rates():
     two = [{"cell": "dapo", "lr": 1e-5}, {"cell": "dapo", "lr": 1e-4}, {"cell": "gspo", "lr": 1e-4}]
     largest = {"dapo": {"lr": 1e-4, "chosen_by": "dapo"}, "gspo": {"lr": 1e-4, "chosen_by": "gspo"}}
     assert at_grid_edge(two, largest) == {"dapo": "largest"}  # gspo ran one lr: no grid, no edge
+    assert beyond_edges(chosen, at_grid_edge(rows, chosen)) == pytest.approx({"grpo": 1e-5 / 3, "pure": 1e-5 / 3})
+    assert beyond_edges(largest, {"dapo": "largest"}) == {"dapo": pytest.approx(3e-4)}
     assert "At the edge of the grid" in sweep_markdown("arith", rows, chosen, "last_two", SOLVED)
 
 

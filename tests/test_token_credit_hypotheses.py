@@ -8,7 +8,7 @@ import json
 import pytest
 
 from benchmarks import token_credit
-from benchmarks.reporting.hypotheses import hypotheses_report, threshold_from_sweep
+from benchmarks.reporting.hypotheses import final_steps, hypotheses_report, threshold_from_sweep
 from benchmarks.reporting.runs import read_runs, run_file_name
 
 PROBLEMS, SAMPLES, STEPS = 40, 4, (0, 50, 100, 150, 200)
@@ -58,8 +58,13 @@ def chosen(cells=CURVES):
 
 
 def sweep(last: dict[str, float], start: float = 0.12) -> dict:
-    rows = [{"cell": cell, "lr": LR, "curve": [start, (start + level) / 2, level]} for cell, level in last.items()]
-    rows.append({"cell": "grpo", "lr": 1e-3, "curve": [start + 0.04, 0.0, 0.0]})  # not chosen; its step 0 counts
+    rows = [
+        {"cell": cell, "lr": LR, "steps": list(STEPS), "curve": [start, level, level, level, level]}
+        for cell, level in last.items()
+    ]
+    rows.append(
+        {"cell": "grpo", "lr": 1e-3, "steps": list(STEPS), "curve": [start + 0.04, 0, 0, 0, 0]}
+    )  # its step 0 counts
     picked = {cell: {"lr": LR, "chosen_by": cell} for cell in last}
     flips = {f"bot_grpo@flip{rate}": {"lr": LR, "chosen_by": "bot_grpo"} for rate in (10, 30)}
     return {"rows": rows, "chosen": picked | flips}
@@ -80,6 +85,17 @@ def test_without_grpo_learning_the_threshold_goes_halfway_to_the_best_tuned_arm_
     assert threshold_from_sweep(sweep({"grpo": 0.1, "bot_grpo": 0.14}))["threshold"] is None
     with pytest.raises(ValueError, match="no learning rate for 'grpo'"):
         threshold_from_sweep(sweep({"bot_grpo": 0.4}))
+
+
+def test_the_final_matrix_doubles_its_steps_only_while_tuned_grpo_still_rises_on_validation():
+    def swept(curve):
+        rows = [{"cell": "grpo", "lr": LR, "steps": list(STEPS), "curve": curve}]
+        rows.append({"cell": "grpo", "lr": 1e-3, "steps": list(STEPS), "curve": [0.1, 0.9, 0.9, 0.9, 0.9]})
+        return {"rows": rows, "chosen": {"grpo": {"lr": LR, "chosen_by": "grpo"}}}
+
+    assert final_steps(swept([0.1, 0.2, 0.3, 0.32, 0.33])) == {"rise": pytest.approx(0.075), "final_steps": 400}
+    assert final_steps(swept([0.1, 0.3, 0.31, 0.3, 0.33]))["final_steps"] == 200  # rise 0.01: a plateau
+    assert final_steps(swept([0.2, 0.2, 0.2, 0.1, 0.1]))["final_steps"] == 200  # falling: no more steps
 
 
 def verdicts(report):
@@ -129,6 +145,16 @@ def test_without_a_threshold_the_final_exact_rates_decide(tmp_path):
     assert claim["deciding"] == ["final exact rate"] and "steps to T" not in claim["measures"]
 
 
+def test_edge_rates_name_the_rate_beyond_each_edge_choice_for_the_queue(tmp_path, capsys):
+    sweep_file = tmp_path / "sweep.json"
+    chosen = {"grpo": {"lr": 3e-5, "chosen_by": "grpo"}, "dapo": {"lr": 1e-3, "chosen_by": "dapo"}}
+    sweep_file.write_text(json.dumps({"chosen": chosen, "at_edge": {"grpo": "smallest", "dapo": "largest"}}))
+    assert token_credit.main(["edge-rates", "--sweep", str(sweep_file)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["dapo 0.003", "grpo 1e-05"]
+    assert token_credit.main(["edge-rates", "--sweep", str(sweep_file), "--cells", "grpo,pure"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["grpo 1e-05"]
+
+
 def test_threshold_and_hypotheses_commands_write_their_files_and_refuse_what_is_missing(tmp_path, capsys):
     sweep_file, level_file = tmp_path / "token_credit" / "sweep.json", tmp_path / "token_credit" / "threshold.json"
     assert token_credit.main(["hypotheses", "--results", str(tmp_path), "--sweep", str(sweep_file)]) == 1
@@ -138,6 +164,7 @@ def test_threshold_and_hypotheses_commands_write_their_files_and_refuse_what_is_
     sweep_file.write_text(json.dumps(sweep(swept, start=0.1)))
     assert token_credit.main(["threshold", "--sweep", str(sweep_file), "--out", str(level_file)]) == 0
     assert json.loads(level_file.read_text())["threshold"] == 0.3  # start (6 x 0.1 + 0.14) / 7, halfway to 0.5
+    assert json.loads(level_file.read_text())["final_steps"] == 200  # grpo's sweep curve ends flat at 0.5
     arguments = ["--results", str(tmp_path), "--sweep", str(sweep_file), "--threshold-file", str(level_file)]
     assert token_credit.main(["hypotheses", *arguments, "--boot", "200"]) == 0
     assert "H4: contradicted" in capsys.readouterr().out

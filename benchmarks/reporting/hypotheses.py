@@ -108,6 +108,17 @@ def threshold_from_sweep(sweep: dict, baseline: str = "grpo") -> dict:
     return {"start": start, "reference": reference, "reference_level": last[reference], "threshold": threshold}
 
 
+def final_steps(sweep: dict, baseline: str = "grpo") -> dict:
+    """The registered plateau rule on the sweep's ``sweep.json``: ``baseline``'s tuned validation exact rate over
+    its last two validations against the two before; a rise above :data:`LEARNED` means it has not plateaued and
+    the final matrix runs twice the sweep's steps. Returns ``{"rise", "final_steps"}``."""
+    row = next(row for row in sweep["rows"] if (row["cell"], row["lr"]) == (baseline, sweep["chosen"][baseline]["lr"]))
+    curve = row["curve"]
+    rise = float(np.mean(curve[-2:]) - np.mean(curve[-4:-2]))
+    steps = int(row["steps"][-1])
+    return {"rise": rise, "final_steps": 2 * steps if rise > LEARNED else steps}
+
+
 def side(values: dict, null: float) -> str:
     """Where a measure's 95% interval lies against ``null``: above (:data:`APART`), below (:data:`REVERSED`),
     holding it (:data:`LEVEL`), or :data:`UNDEFINED` (no point estimate)."""
