@@ -9,6 +9,7 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 ROOT = Path(__file__).parent
+JUDGE = ["openai>=1.55.3,<4"]
 VERSION = (ROOT / "bot_grpo_verl" / "VERSION").read_text().strip()
 
 setup(
@@ -20,17 +21,14 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     # hydra_plugins is a namespace package shared with other hydra plugins: no __init__.py of ours.
-    # The reward functions live in the repository's reward_models/ folder and install as
-    # bot_grpo_verl.rewards (bot_grpo_verl/rewards is a symlink to it, for the clone's editable install).
-    packages=find_packages(include=["bot_grpo_verl", "bot_grpo_verl.*"], exclude=["bot_grpo_verl.rewards"])
-    + ["bot_grpo_verl.rewards", "hydra_plugins.bot_grpo_verl"],
-    package_dir={"bot_grpo_verl.rewards": "reward_models"},
+    packages=find_packages(include=["bot_grpo_verl", "bot_grpo_verl.*"]) + ["hydra_plugins.bot_grpo_verl"],
     # The TSX checker's Node worker and the npm manifest + lock file that `bot-grpo-verl setup tsx` installs.
     package_data={
         "bot_grpo_verl": ["VERSION", "config/*/*.yaml"],
         "bot_grpo_verl.rewards": [
             "tsx/worker.mjs",
             "tsx/tsc7.mjs",
+            "tsx/directives.mjs",
             "tsx/render.mjs",
             "tsx/package.json",
             "tsx/package-lock.json",
@@ -53,9 +51,10 @@ setup(
         "cachetools",
         "fastapi",
         "uvicorn",
-        # reward_models/math_prm.py: the final answer is checked with math-verify (antlr 4.9.3, as hydra pins).
+        # bot_grpo_verl/rewards/answer_check.py: every arithmetic and math answer is checked with math-verify
+        # (antlr 4.9.3, as hydra pins), so the CPU tasks' rewards need it: not an extra.
         "math-verify[antlr4-9-3]>=0.9,<1",
-        # reward_models/react_judge.py: the judge endpoint's HTTP client.
+        # bot_grpo_verl/rewards/http_json.py: the PRM endpoints' HTTP client (transformers needs it too).
         "httpx>=0.27",
     ],
     extras_require={
@@ -68,7 +67,11 @@ setup(
             "build>=1.2",
             "twine>=5,<7",
             "setuptools>=77",
+            # tests/test_react_judge.py: the judge's client (the [judge] extra).
+            *JUDGE,
         ],
+        # bot_grpo_verl/rewards/react_judge.py: the React reward's optional judge, an OpenAI-compatible endpoint.
+        "judge": JUDGE,
         # verl's own extra: its vllm and tensordict ranges, not a weaker restatement of ours.
         "gpu": ["verl[vllm]>=0.9.1,<0.10"],
     },

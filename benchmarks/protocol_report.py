@@ -9,7 +9,8 @@ validation Pass@1 at the last validation and averaged over the last two; each ce
 that maximises the chosen criterion (ties: the smaller), or at the one chosen for another cell
 (``--lr-from CELL=SOURCE``, the family's best). Writes ``sweep.json`` and ``sweep.md``.
 
-Final report (test split only), each cell at its chosen learning rate: held-out Pass@k curves (``--ks``,
+Final report (test split only; ``--split val`` for a demonstration that must leave a study's test split unread),
+each cell at its chosen learning rate: held-out Pass@k curves (``--ks``,
 default Pass@1 and Pass@8), final Pass@k, each cell's change from its first validation (did it learn at all),
 differences against the baseline and against the best same-information baseline,
 the probability of improvement (rliable, arXiv:2108.13264), steps to the baseline's final Pass@1 and to a
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from benchmarks.reporting.comparison import KS, SAME_INFORMATION
 from benchmarks.reporting.outputs import write_final, write_sweep
-from benchmarks.reporting.runs import SOLVED, SUCCESSES, read_runs
+from benchmarks.reporting.runs import SOLVED, SUCCESSES, TEST, VAL, read_runs
 from benchmarks.reporting.sweep import CRITERIA, single_lrs
 
 
@@ -70,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lrs-from-sweep",
         type=Path,
+        action="append",
         help="take each cell's learning rate from this sweep.json (e.g. the same sweep chosen by another "
-        "--success) instead of choosing it here; writes no sweep",
+        "--success) instead of choosing it here; writes no sweep. Repeated: a later sweep's choices replace an "
+        "earlier one's for the cells it chose (e.g. a re-tuning sweep of some cells over the first sweep)",
     )
     parser.add_argument("--baseline", default="grpo")
     parser.add_argument(
@@ -85,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda text: tuple(int(k) for k in text.split(",")),
         default=KS,
         help="the k of Pass@k, each at most the samples per test problem (default 1,8)",
+    )
+    parser.add_argument(
+        "--split",
+        choices=(TEST, VAL),
+        default=TEST,
+        help="the held-out split the final comparison reads: test for a result; val only for a demonstration "
+        "that must leave a study's test split unread",
     )
     parser.add_argument("--out", type=Path, help="output folder (default RESULTS/<task>)")
     parser.add_argument("--boot", type=int, default=2000, help="bootstrap draws")
@@ -104,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--lr-from needs the sweep's runs, none under {sweep_dir / args.task / 'runs'}")
         out.mkdir(parents=True, exist_ok=True)
         if args.lrs_from_sweep:
-            chosen = json.loads(args.lrs_from_sweep.read_text())["chosen"]
+            chosen = {}
+            for sweep in args.lrs_from_sweep:
+                chosen |= json.loads(sweep.read_text())["chosen"]
         elif sweep_runs:
             chosen = write_sweep(args.task, sweep_runs, borrowed, args.choose_by, args.success, out)
             print((out / "sweep.md").read_text())
@@ -119,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seed": args.seed,
                 "ks": args.ks,
                 "success": args.success,
+                "split": args.split,
             }
             write_final(args.task, final_runs, chosen or single_lrs(final_runs), out, **settings)
             print((out / "summary.md").read_text())

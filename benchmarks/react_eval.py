@@ -1,21 +1,24 @@
-"""React evaluation as the paper reports it: compile rate, render rate, compiles-as-asked and the pairwise win rate.
+"""React evaluation: compile rate, render rate, spec rate, and a paired comparison of two runs' samples.
 
 Takes two runs' validation dumps (verl's ``trainer.validation_data_dir`` JSONL: ``input``, ``output``, ``gts``; the
 same prompts, the same number of samples each) and scores every sample with the project's React reward:
 
-- **compile rate**: ``reward_models/react_tsx.py`` at ``level`` (default ``syntax``) marks it compiled;
+- **compile rate**: ``bot_grpo_verl/rewards/react_tsx.py`` at ``level`` (default ``syntax``) marks it compiled;
 - **render rate**: it compiles and renders something in headless Chromium (``render=True``);
-- **compiles as asked**: it renders and meets the spec of the reference solution in ``gts``
-  (``reward_models/react_requirements.spec_from_reference``: the requested component, its props, exactly its
-  elements);
-- **win rate of A over B**: sample k of A against sample k of B for every prompt. A response that reaches a
-  higher level (compiles < renders < as asked) wins; between two that render, a judge decides when one is given
-  (``--judge-endpoint``, ``--judge-model``: any OpenAI-compatible endpoint comparing their screenshots, both
-  orders), else the levels do (a tie is 0.5). Without an endpoint this is the deterministic spec-based stand-in.
+- **spec rate**: it renders and meets the spec of the reference solution in ``gts``
+  (``bot_grpo_verl/rewards/react_requirements.spec_from_reference``: the requested component, its props, exactly its
+  elements). Not the benchmark matrix's "compiles as asked" (``benchmarks/matrix.py:compiles_as_asked``: compiles
+  and opens exactly the reference's elements, no render), which is far more often met;
+- **paired level comparison of A over B** (without a judge): sample k of A against sample k of B for every prompt,
+  the one at the higher level (fails < compiles < renders < meets the spec) counting 1, a tie 1/2. It compares no
+  two components: it is a monotone summary of the three rates (a run that only ever writes one template that
+  renders "wins" against its own start by it);
+- **win rate of A over B** (with ``--judge-endpoint``, ``--judge-model``: any OpenAI-compatible endpoint comparing
+  two screenshots, both orders): the same, but between two samples that both render, the judge decides.
 
 Every rate has a 95% bootstrap interval over prompts (samples of a prompt stay together). Besides, per run, its
-**template share** (:func:`template_share`): how much of it is one response whatever the prompt. Writes JSON
-(with every sample's level, per prompt) and a PNG.
+**template shares** (:func:`template_shares`): how much of it is one of a few responses whatever the prompt.
+Writes JSON (with every sample's level, per prompt) and a PNG.
 
     python -m benchmarks.react_eval A/validation/60.jsonl B/validation/60.jsonl --names grpo,bot_grpo \\
         --out benchmarks/results/react_eval.json
@@ -37,13 +40,69 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.reporting.statistics import estimate, resample_weights, stream, with_verdict
-from bot_grpo_verl.rewards import react_tsx
+from bot_grpo_verl.rewards import react_options, react_tsx
 from bot_grpo_verl.rewards.react_judge import JudgeClient, JudgeConfig
-from bot_grpo_verl.rewards.react_render import screenshot_png
+from bot_grpo_verl.rewards.react_render import screenshot_png, shared_renderer
 from bot_grpo_verl.rewards.react_requirements import SPEC_KEY
 
-LEVELS = ("fails", "compiles", "renders", "as asked")
-RATES = {"compile_rate": 1, "render_rate": 2, "as_asked_rate": 3}  # a rate: the share of samples at this level or up
+LEVELS = ("fails", "compiles", "renders", "meets the spec")
+RATES = {"compile_rate": 1, "render_rate": 2, "spec_rate": 3}  # a rate: the share of samples at this level or up
+LEVEL_COMPARISON = "paired_level_comparison_a_over_b"
+WIN_RATE = "win_rate_a_over_b"
+# What template_shares normalises away: string, template and number literals, JSX text, and every identifier but
+# the language's keywords and the HTML tag names (what a template's structure is made of).
+LITERAL = re.compile(r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|`(?:[^`\\]|\\.)*`|\b\d[\d_.eExXa-fA-F]*\b""")
+JSX_TEXT = re.compile(r"(?<=>)[^<>{}]*[^\s<>{}][^<>{}]*(?=[<{])|(?<=})[^<>{}]*[^\s<>{}][^<>{}]*(?=<)")
+IDENTIFIER = re.compile(r"(?P<tag></?)?(?P<name>[A-Za-z_$][\w$]*)")
+KEYWORDS = frozenset(
+    [
+        "as",
+        "async",
+        "await",
+        "break",
+        "case",
+        "catch",
+        "class",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "else",
+        "enum",
+        "export",
+        "extends",
+        "false",
+        "finally",
+        "for",
+        "from",
+        "function",
+        "if",
+        "import",
+        "in",
+        "instanceof",
+        "interface",
+        "let",
+        "new",
+        "null",
+        "of",
+        "return",
+        "static",
+        "super",
+        "switch",
+        "this",
+        "throw",
+        "true",
+        "try",
+        "type",
+        "typeof",
+        "undefined",
+        "var",
+        "void",
+        "while",
+        "yield",
+    ]
+)
+TEMPLATE_COUNTS = (1, 3)
 
 
 def read_dump(path: Path) -> dict[str, list[dict]]:
@@ -58,13 +117,29 @@ def read_dump(path: Path) -> dict[str, list[dict]]:
     return dict(samples)
 
 
-def template_share(dump: dict[str, list[dict]]) -> float:
-    """The share of a dump's samples whose response is its most frequent one once names are set aside (every
-    capitalized identifier made one, whitespace collapsed): about 1/samples for a policy that answers each prompt,
-    near 1 for one that writes a template whatever the prompt asks."""
+def response_shape(output: str) -> str:
+    """The code of ``output`` (its code blocks, as the reward reads them; prose dropped) with every literal (strings,
+    templates, numbers), every JSX text and every identifier made one symbol each (keywords and HTML tag names
+    kept), and whitespace collapsed: two responses that differ only in names and wording have one shape."""
+    code = "\n".join(output[start:end] for start, end in react_tsx.extract_blocks(output))
+    shape = JSX_TEXT.sub(" T ", LITERAL.sub("L", code))
+    return " ".join(IDENTIFIER.sub(kept_or_named, shape).split())
+
+
+def kept_or_named(identifier: re.Match) -> str:
+    """A keyword or an HTML tag name (``<ul``, ``</li``) as it is; any other identifier as ``X``."""
+    tag, name = identifier.group("tag") or "", identifier.group("name")
+    return identifier.group() if name in KEYWORDS or (tag and name[0].islower()) else f"{tag}X"
+
+
+def template_shares(dump: dict[str, list[dict]]) -> dict[str, float]:
+    """The share of a dump's samples whose :func:`response_shape` is its most frequent one (``top1``) and one of its
+    three most frequent (``top3``): about 1/samples and 3/samples for a policy that answers each prompt, near 1 for
+    one that writes a few templates whatever the prompt asks. A lower bound on templating: a template whose
+    structure varies (an element more or less) counts as several shapes."""
     outputs = [sample["output"] for samples in dump.values() for sample in samples]
-    shapes = Counter(" ".join(re.sub(r"\b[A-Z]\w*", "X", output).split()) for output in outputs)
-    return shapes.most_common(1)[0][1] / shapes.total()
+    counts = sorted(Counter(response_shape(output) for output in outputs).values(), reverse=True)
+    return {f"top{k}": sum(counts[:k]) / len(outputs) for k in TEMPLATE_COUNTS}
 
 
 def level_of(sample: dict, spec: dict, level: str, screenshots: bool) -> tuple[int, bytes | None]:
@@ -77,13 +152,14 @@ def level_of(sample: dict, spec: dict, level: str, screenshots: bool) -> tuple[i
     screenshot = None
     if screenshots:
         start, end = react_tsx.extract_blocks(sample["output"])[-1]
-        answer = react_tsx.shared_renderer().render([sample["output"][start:end]], 30.0, screenshot=True)[0]
+        answer = shared_renderer().render([sample["output"][start:end]], 30.0, screenshot=True)[0]
         screenshot = screenshot_png(answer)
     return (3 if result["requirements_met"] else 2), screenshot
 
 
 def win(a: tuple[int, bytes | None], b: tuple[int, bytes | None], request: str, judge: JudgeClient | None) -> float:
-    """A's win against B: the higher level, or between two rendered components the judge (both orders)."""
+    """A against B: 1 for the higher level, 1/2 for a tie; between two rendered components the judge (both
+    orders), when one is given."""
     if a[0] != b[0] or a[0] < 2 or judge is None or a[1] is None or b[1] is None:
         return 1.0 if a[0] > b[0] else 0.0 if a[0] < b[0] else 0.5
     return judge.compare(request, a[1], b[1])
@@ -97,7 +173,8 @@ def interval(per_prompt: np.ndarray, draws: int = 2000, seed: int = 0) -> list[f
 
 
 def evaluate(a_path: Path, b_path: Path, level: str = "syntax", judge: JudgeClient | None = None, threads: int = 8):
-    """The rates of both dumps and A's win rate, each ``[mean, low, high]``."""
+    """The rates of both dumps and A's paired level comparison over B (its win rate with a judge), each
+    ``[mean, low, high]``."""
     a, b = read_dump(a_path), read_dump(b_path)
     if set(a) != set(b) or any(len(a[prompt]) != len(b[prompt]) for prompt in a):
         raise ValueError(f"{a_path} and {b_path} must hold the same prompts with as many samples each")
@@ -130,17 +207,18 @@ def evaluate(a_path: Path, b_path: Path, level: str = "syntax", judge: JudgeClie
         "prompts": len(prompts),
         "samples_per_prompt": len(a[prompts[0]]),
         **rates,
-        "win_rate_a_over_b": interval(wins),
-        "template_share": {"a": template_share(a), "b": template_share(b)},
+        (LEVEL_COMPARISON if judge is None else WIN_RATE): interval(wins),
+        "template_shares": {"a": template_shares(a), "b": template_shares(b)},
         "levels": {"prompts": prompts, **sample_levels},
     }
 
 
 def pooled_differences(results: list[dict], boot: int = 2000, seed: int = 0) -> dict:
-    """A - B per rate (:data:`RATES`) and A's win rate over several evaluations (one per seed, :func:`evaluate`'s
-    results with their ``levels``, on the same prompts), each an :func:`~benchmarks.reporting.statistics.estimate`
-    with its verdict: the mean over seeds and prompts, and a 95% interval of a bootstrap that resamples the seeds
-    and, within them, the prompts (a prompt's A and B samples stay paired).
+    """A - B per rate (:data:`RATES`) and A's paired level comparison minus 1/2 over several evaluations (one per
+    seed, :func:`evaluate`'s results with their ``levels``, on the same prompts), each an
+    :func:`~benchmarks.reporting.statistics.estimate` with its verdict: the mean over seeds and prompts, and a 95%
+    interval of a bootstrap that resamples the seeds and, within them, the prompts (a prompt's A and B samples stay
+    paired).
 
     Raises:
         ValueError: evaluations without per-prompt levels, or of different prompts.
@@ -156,7 +234,7 @@ def pooled_differences(results: list[dict], boot: int = 2000, seed: int = 0) -> 
     a = np.array([result["levels"]["a"] for result in results])  # (S, P, samples)
     b = np.array([result["levels"]["b"] for result in results])
     differences = {rate: (a >= least).mean(axis=2) - (b >= least).mean(axis=2) for rate, least in RATES.items()}
-    differences["win_rate_minus_half"] = (np.sign(a - b) / 2).mean(axis=2)  # levels only: the spec stand-in
+    differences["paired_level_comparison_minus_half"] = (np.sign(a - b) / 2).mean(axis=2)
 
     def pooled(per_seed_prompt: np.ndarray) -> dict:
         found = with_verdict(estimate(np.einsum("ns,np,sp->n", seed_weights, prompt_weights, per_seed_prompt)))
@@ -171,22 +249,23 @@ def plot(result: dict, names: tuple[str, str], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metrics = ("compile_rate", "render_rate", "as_asked_rate")
+    metrics = tuple(RATES)
     figure, (rates, wins) = plt.subplots(1, 2, figsize=(9, 3.2), gridspec_kw={"width_ratios": [3, 1]})
     for offset, (key, name) in zip((-0.2, 0.2), (("a", names[0]), ("b", names[1])), strict=True):
         values = np.array([result[key][metric] for metric in metrics])
         errors = [values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]]
         rates.bar(np.arange(3) + offset, values[:, 0], 0.4, yerr=errors, capsize=3, label=name)
-    rates.set_xticks(range(3), ["compiles", "renders", "as asked"])
+    rates.set_xticks(range(3), ["compiles", "renders", "meets the spec"])
     rates.set_ylim(0, 1)
     rates.legend()
     rates.set_title("held-out rates, 95% intervals over prompts")
-    mean, low, high = result["win_rate_a_over_b"]
+    comparison = WIN_RATE if WIN_RATE in result else LEVEL_COMPARISON
+    mean, low, high = result[comparison]
     wins.bar([0], [mean], yerr=[[mean - low], [high - mean]], capsize=3, color="#55a868")
     wins.axhline(0.5, color="gray", linestyle="--")
     wins.set_xticks([0], [f"{names[0]} over {names[1]}"])
     wins.set_ylim(0, 1)
-    wins.set_title(f"win rate ({result['judge']})")
+    wins.set_title(f"win rate ({result['judge']})" if comparison == WIN_RATE else "paired level comparison")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -198,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("b", type=Path, nargs="?", help="validation dump of run B")
     parser.add_argument("--pool", type=Path, nargs="+", help="instead: pool these evaluations (JSON) of A against B")
     parser.add_argument("--names", default="A,B", help="the two runs' names, comma-separated")
-    parser.add_argument("--level", default="syntax", choices=react_tsx.LEVELS)
-    parser.add_argument("--judge-endpoint", default="", help="an OpenAI-compatible endpoint (default: spec stand-in)")
+    parser.add_argument("--level", default="syntax", choices=react_options.LEVELS)
+    parser.add_argument("--judge-endpoint", default="", help="an OpenAI-compatible endpoint (default: no judge)")
     parser.add_argument("--judge-model", default="")
     parser.add_argument("--out", type=Path, default=Path("react_eval.json"))
     args = parser.parse_args(argv)
@@ -208,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         pooled["evaluations"] = [str(path) for path in args.pool]
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(pooled, indent=2) + "\n")
-        for key in (*RATES, "win_rate_minus_half"):
+        for key in (*RATES, "paired_level_comparison_minus_half"):
             value = pooled[key]
             print(
                 f"A - B {key}: {value['estimate']:+.3f} [{value['low']:+.3f}, {value['high']:+.3f}] {value['verdict']}"
@@ -217,17 +296,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.a is None or args.b is None:
         parser.error("give two validation dumps, or --pool with evaluations")
     names = tuple(args.names.split(","))
-    judge = JudgeClient(JudgeConfig(args.judge_endpoint, args.judge_model)) if args.judge_endpoint else None
+    judge = None
+    if args.judge_endpoint:  # screenshots compared: a vision model
+        judge = JudgeClient(JudgeConfig(args.judge_endpoint, args.judge_model, mode="vision", deadline_s=180.0))
     result = evaluate(args.a, args.b, args.level, judge)
-    result.update(names=list(names), judge=args.judge_model or "spec stand-in", a_path=str(args.a), b_path=str(args.b))
+    result.update(names=list(names), judge=args.judge_model or None, a_path=str(args.a), b_path=str(args.b))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     plot(result, names, args.out.with_suffix(".png"))
     for key, name in (("a", names[0]), ("b", names[1])):
         rates = ", ".join(f"{metric} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for metric, v in result[key].items())
-        print(f"{name}: {rates}, template share {result['template_share'][key]:.3f}")
-    mean, low, high = result["win_rate_a_over_b"]
-    print(f"win rate of {names[0]} over {names[1]} ({result['judge']}): {mean:.3f} [{low:.3f}, {high:.3f}]")
+        shares = result["template_shares"][key]
+        print(f"{name}: {rates}, template shares top1 {shares['top1']:.3f} top3 {shares['top3']:.3f}")
+    comparison = "win rate" if judge else "paired level comparison"
+    mean, low, high = result[WIN_RATE if judge else LEVEL_COMPARISON]
+    print(f"{comparison} of {names[0]} over {names[1]}: {mean:.3f} [{low:.3f}, {high:.3f}]")
     return 0
 
 

@@ -58,11 +58,17 @@ def corpus(size: int, seed: int) -> list[str]:
 
 
 class FakeJudge(BaseHTTPRequestHandler):
-    """Answers every chat completion at once with one score line."""
+    """Serves the model ``fake`` and answers every chat completion at once with one score line."""
+
+    def do_GET(self):  # noqa: N802
+        self.answer({"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
     def do_POST(self):  # noqa: N802
         self.rfile.read(int(self.headers["Content-Length"]))
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": "SCORE: 7"}}]}).encode()
+        self.answer({"choices": [{"message": {"role": "assistant", "content": "SCORE: 7"}}]})
+
+    def answer(self, payload: dict) -> None:
+        data = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -70,7 +70,7 @@ UNICODE = "\n\nnaïve 漢字 数学 🧪 👩\u200d👩\u200d👧 e\u0301 שלו
 def corpus() -> str:
     """The project's own sources and README, with multi-byte text every few hundred characters."""
     files = sorted(glob.glob(str(ROOT / "bot_grpo_verl" / "*.py"))) + sorted(
-        glob.glob(str(ROOT / "reward_models" / "*.py"))
+        glob.glob(str(ROOT / "bot_grpo_verl" / "rewards" / "*.py"))
     )
     text = "".join(Path(name).read_text() for name in [*files, str(ROOT / "README.md")])
     return UNICODE.join(text[start : start + 600] for start in range(0, len(text), 600))

@@ -11,22 +11,41 @@ writes the protocol report of those three runs (its ``curves.png``: held-out exa
 problems)::
 
     python -m benchmarks.token_credit compare --steps 24 --out runs/token-credit-compare
+
+``edge-rates`` names the rates the registered edge rule runs next (the queue's ``edge`` stage); ``threshold``
+computes the registered threshold T and the final matrix's steps (the plateau rule) from the committed sweep
+(validation split only) and writes ``threshold.json`` beside it, before any test run; ``hypotheses`` decides each
+registered hypothesis on the final matrix's test split at that T (:mod:`benchmarks.reporting.hypotheses`):
+``hypotheses.md``, ``hypotheses.json`` and ``steps_to_threshold.png``::
+
+    python -m benchmarks.token_credit threshold
+    python -m benchmarks.token_credit hypotheses
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
 
 from benchmarks import matrix, protocol_report
+from benchmarks.reporting.hypotheses import final_steps, threshold_from_sweep
+from benchmarks.reporting.outputs import write_hypotheses, write_json
+from benchmarks.reporting.runs import lr_name, read_runs
+from benchmarks.reporting.sweep import beyond_edges
 from demo.assets import build_assets
 
 TASK = "token_credit"
 START_RANGE = (0.10, 0.30)  # the registered warm start's exact rate on validation samples
 COMPARED = ("grpo", "bot_grpo", "bot_grpo_shuffled")
 WARM_START_FILES = ("manifest.json", "model", "train.parquet", "val.parquet", "test.parquet")
+STUDY_RESULTS = Path(__file__).parent / "results" / "token-credit"
+STUDY_SWEEP = STUDY_RESULTS / TASK / "sweep.json"  # the registered sweep's choice
+STUDY_THRESHOLD = STUDY_RESULTS / TASK / "threshold.json"  # T, chosen on validation before any test run
+KEPT_WARM_START = STUDY_RESULTS / "warm-starts" / "c2dea09be119fd63"
+UNTUNED_LR = 3e-5  # compare's rate until the sweep is committed: the sweep's smallest (3e-4 collapses GRPO in 3 steps)
 
 
 def start_problem(metrics: dict, allowed: tuple[float, float] = START_RANGE) -> str | None:
@@ -60,19 +79,84 @@ def warm_start(cache_dir: Path, results: Path, commit: bool) -> int:
     return 0
 
 
-def compare_arguments(steps: int, lr: float, seed: int, every: int, samples: int, out: Path) -> tuple[list, list]:
-    """The matrix's and the report's arguments of ``compare``: :data:`COMPARED` at one learning rate and seed,
-    validated on the validation split (nothing of the study's test split is used)."""
+def compare_arguments(
+    steps: int,
+    lr: float | None,
+    seed: int,
+    every: int,
+    samples: int,
+    out: Path,
+    kept: Path = KEPT_WARM_START,
+    sweep: Path = STUDY_SWEEP,
+) -> tuple[list, list]:
+    """The matrix's and the report's arguments of ``compare``: :data:`COMPARED` at one seed, from the study's kept
+    warm start ``kept`` (no build), validated on the validation split (nothing of the study's test split is used).
+    Each cell runs at ``lr``, or (None) at the rate the study's committed ``sweep`` chose for it, or at
+    :data:`UNTUNED_LR` while there is none."""
+    if lr is None and sweep.exists():
+        rates, report_rates = ["--chosen-lrs", str(sweep)], ["--lrs-from-sweep", str(sweep)]
+    else:
+        rates, report_rates = ["--lrs", f"{lr or UNTUNED_LR:g}"], []
     runs = [
-        "--task", TASK, "--algorithms", ",".join(COMPARED), "--lrs", f"{lr:g}", "--seeds", str(seed),
+        "--task", TASK, "--warm-start", str(kept),
+        "--algorithms", ",".join(COMPARED), *rates, "--seeds", str(seed),
         "--steps", str(steps), "--validate", "val", "--test-freq", str(every), "--val-n", str(samples),
         "--runs", str(out / "runs"), "--results", str(out / "results"), "--no-report",
     ]  # fmt: skip
     report = [
         "--results", str(out / "results"), "--sweep-dir", str(out / "no-sweep"), "--task", TASK,
-        "--ks", f"1,{samples}", "--same-information", "bot_grpo_shuffled", "--out", str(out / "report"),
+        "--ks", f"1,{samples}", "--same-information", "bot_grpo_shuffled", "--split", "val",
+        "--out", str(out / "report"), *report_rates,
     ]  # fmt: skip
     return runs, report
+
+
+def threshold(sweep: Path, out: Path) -> int:
+    """``threshold``: T from the committed sweep (:func:`~benchmarks.reporting.hypotheses.threshold_from_sweep`),
+    written to ``out``."""
+    swept = json.loads(sweep.read_text())
+    chosen = threshold_from_sweep(swept) | final_steps(swept)
+    write_json(out, chosen)
+    print(
+        f"grpo's last two validations rose {chosen['rise']:+.3f}: the final matrix runs {chosen['final_steps']} steps"
+    )
+    if chosen["threshold"] is None:
+        print(f"no threshold: no tuned arm rose on validation from {chosen['start']:.3f}; wrote {out}")
+    else:
+        print(
+            f"T = {chosen['threshold']}: halfway from the sweep's step-0 mean {chosen['start']:.3f} to "
+            f"{chosen['reference']}'s last validation {chosen['reference_level']:.3f}; wrote {out}"
+        )
+    return 0
+
+
+def edge_rates(sweep: Path, cells: str) -> int:
+    """``edge-rates``: one line ``CELL RATE`` per cell of ``cells`` (comma-separated; empty: all) whose chosen
+    rate is its grid's edge, RATE the one the registered edge rule runs next (for the queue's ``edge`` stage)."""
+    swept = json.loads(sweep.read_text())
+    wanted = set(filter(None, cells.split(",")))
+    for cell, lr in beyond_edges(swept["chosen"], swept["at_edge"]).items():
+        if not wanted or cell in wanted:
+            print(cell, lr_name(lr))
+    return 0
+
+
+def hypotheses(results: Path, sweep: Path, threshold_file: Path, boot: int, seed: int) -> int:
+    """``hypotheses``: every registered hypothesis decided on the final matrix's test split, written beside the
+    sweep; 1 (with the reason) when the final runs, the sweep or T is missing."""
+    missing = [path for path in (sweep, threshold_file) if not path.exists()]
+    runs = read_runs(results).get(TASK, {})
+    if missing or not runs:
+        named = ", ".join(map(str, missing)) or f"final runs under {results / TASK / 'runs'}"
+        print(f"error: {named} missing: run the sweep, `threshold`, then the final matrix", file=sys.stderr)
+        return 1
+    chosen = json.loads(sweep.read_text())["chosen"]
+    level = json.loads(threshold_file.read_text())["threshold"]
+    report = write_hypotheses(TASK, runs, chosen, level, sweep.parent, boot=boot, seed=seed)
+    for entry in report["hypotheses"]:
+        print(f"{entry['name']}: {entry['verdict']}")
+    print(f"wrote {sweep.parent / 'hypotheses.md'}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,14 +168,34 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("--commit", action="store_true", help="commit the kept warm start")
     compare = commands.add_parser("compare", help="one seed of GRPO, BoT-GRPO and the shuffled control, plotted")
     compare.add_argument("--steps", type=int, default=24)
-    compare.add_argument("--lr", type=float, default=3e-4)
+    compare.add_argument(
+        "--lr", type=float, help=f"every cell's rate (default: the study's sweep's choice, {UNTUNED_LR:g} until then)"
+    )
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--test-freq", type=int, default=8, help="validate every this many steps")
     compare.add_argument("--val-n", type=int, default=2, help="samples per validation problem")
     compare.add_argument("--out", type=Path, default=Path("runs/token-credit-compare"))
+    level = commands.add_parser("threshold", help="the registered threshold T from the sweep (validation only)")
+    level.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
+    level.add_argument("--out", type=Path, default=STUDY_THRESHOLD)
+    edge = commands.add_parser("edge-rates", help="the rates the registered edge rule runs next, per edge cell")
+    edge.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
+    edge.add_argument("--cells", default="", help="only these cells (comma-separated; default all)")
+    decide = commands.add_parser("hypotheses", help="each registered hypothesis decided on the final test runs")
+    decide.add_argument("--results", type=Path, default=STUDY_RESULTS, help="final runs: RESULTS/token_credit/runs")
+    decide.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
+    decide.add_argument("--threshold-file", type=Path, default=STUDY_THRESHOLD)
+    decide.add_argument("--boot", type=int, default=2000, help="bootstrap draws")
+    decide.add_argument("--seed", type=int, default=0, help="bootstrap random seed")
     args = parser.parse_args(argv)
     if args.command == "warm-start":
         return warm_start(args.cache_dir, args.results, args.commit)
+    if args.command == "threshold":
+        return threshold(args.sweep, args.out)
+    if args.command == "edge-rates":
+        return edge_rates(args.sweep, args.cells)
+    if args.command == "hypotheses":
+        return hypotheses(args.results, args.sweep, args.threshold_file, args.boot, args.seed)
     runs, report = compare_arguments(args.steps, args.lr, args.seed, args.test_freq, args.val_n, args.out)
     matrix.main(runs)
     status = protocol_report.main(report)

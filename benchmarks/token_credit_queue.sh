@@ -1,23 +1,57 @@
 #!/usr/bin/env bash
-# The token-credit study's learning-rate sweep (issue 43, benchmarks/PROTOCOL.md) as ONE sequential queue: the warm
-# start is built and checked (python -m benchmarks.token_credit warm-start; the queue stops when it is outside the
-# registered range), then the 32 sweep runs, one at a time, each summary committed as it finishes. Finished runs are
-# skipped, so the same command resumes the queue. Start it in the background from the repository root:
+# The token-credit study's runs (issue 43, benchmarks/PROTOCOL.md) as a sequential queue, one stage at a time:
 #
-#     setsid nohup nice -n 10 benchmarks/token_credit_queue.sh > /dev/null 2>&1 &
+#   sweep [CELLS]  the warm start built and checked (the queue stops when it is outside the registered range), then
+#                  the learning-rate sweep (validation split, seed 0)
+#   edge [CELLS]   the registered edge rule: each cell whose chosen rate is its grid's smallest (largest) runs at a
+#                  third (three times) of it, seed 0; needs the sweep's choice (protocol_report, PROTOCOL.md)
+#   final [CELLS]  the final matrix (test split, seeds 100-104) at the chosen rates, for the steps the plateau rule
+#                  gave (threshold.json: python -m benchmarks.token_credit threshold)
+#
+# CELLS (comma-separated, default all) splits a stage into two queues on disjoint cells, one per worktree at the same
+# commit: a run takes ~0.9 of a core, so two queues nearly double the rate on 2 cores. Each summary is committed as
+# its run finishes and finished runs are skipped, so the same command resumes. Start it in the background from the
+# repository root:
+#
+#     setsid nohup nice -n 10 benchmarks/token_credit_queue.sh final grpo,bot_grpo > /dev/null 2>&1 &
 #
 # Its log: runs/token-credit/queue.log; each run's CPU seconds: its summary's cpu_seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+STAGE=${1:?"stage: sweep, edge or final"}
+SWEPT=grpo,grpo_token_mean,bot_grpo,bot_grpo_uniform,bot_grpo_shuffled,dapo,ps_grpo,pure
+CELLS=${2:-$([ "$STAGE" = final ] && echo "$SWEPT,bot_grpo@flip10,bot_grpo@flip30" || echo "$SWEPT")}
+RESULTS=benchmarks/results/token-credit
+CHOSEN=$RESULTS/token_credit/sweep.json
+SWEEP=(--seeds 0 --steps 200 --validate val --test-freq 50 --val-n 4 --runs runs/token-credit/sweep
+    --results "$RESULTS/sweep" --commit --no-report)
 # One torch thread per process: on a shared 2-core machine threads of one process only wait for each other.
-export PYTHONPATH=$PWD OMP_NUM_THREADS=1
+export PYTHONPATH=$PWD OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 mkdir -p runs/token-credit
 exec >>runs/token-credit/queue.log 2>&1
-echo "== queue $$ started $(date -Is)"
-"$PY" -m benchmarks.token_credit warm-start --results benchmarks/results/token-credit --commit
-"$PY" -m benchmarks.matrix --task token_credit \
-    --algorithms grpo,grpo_token_mean,bot_grpo,bot_grpo_uniform,bot_grpo_shuffled,dapo,ps_grpo,pure \
-    --lrs 3e-5,1e-4,3e-4,1e-3 --seeds 0 --steps 200 --validate val --test-freq 50 --val-n 4 \
-    --runs runs/token-credit/sweep --results benchmarks/results/token-credit/sweep --commit --no-report
-echo "== queue $$ done $(date -Is)"
+echo "== queue $$ $STAGE $CELLS started $(date -Is) at $(git rev-parse --short HEAD)"
+case "$STAGE" in
+sweep)
+    "$PY" -m benchmarks.token_credit warm-start --results "$RESULTS" --commit
+    "$PY" -m benchmarks.matrix --task token_credit --algorithms "$CELLS" --lrs 3e-5,1e-4,3e-4,1e-3 "${SWEEP[@]}"
+    ;;
+edge)
+    mapfile -t EDGES < <("$PY" -m benchmarks.token_credit edge-rates --sweep "$CHOSEN" --cells "$CELLS")
+    for edge in "${EDGES[@]}"; do
+        read -r cell lr <<<"$edge"
+        "$PY" -m benchmarks.matrix --task token_credit --algorithms "$cell" --lrs "$lr" "${SWEEP[@]}"
+    done
+    ;;
+final)
+    STEPS=$("$PY" -c "import json; print(json.load(open('$RESULTS/token_credit/threshold.json'))['final_steps'])")
+    "$PY" -m benchmarks.matrix --task token_credit --algorithms "$CELLS" --chosen-lrs "$CHOSEN" \
+        --seeds 100,101,102,103,104 --steps "$STEPS" --validate test --test-freq 25 --val-n 4 \
+        --runs runs/token-credit/final --results "$RESULTS" --commit --no-report
+    ;;
+*)
+    echo "unknown stage $STAGE: sweep, edge or final" >&2
+    exit 2
+    ;;
+esac
+echo "== queue $$ $STAGE done $(date -Is)"

@@ -1,6 +1,6 @@
 """Throughput of the TSX compile reward: the long-lived worker against one Node process per response.
 
-Both checkers run the same worker script (reward_models/tsx/worker.mjs) on the same responses through
+Both checkers run the same worker script (bot_grpo_verl/rewards/tsx/worker.mjs) on the same responses through
 the same thread pool, in one run, and the same scoring turns their answers into rewards (checked to be
 identical). The only difference is the process lifetime: ``worker`` is the reward function itself
 (``compute_score``, one shared worker per process, started and warmed up on other responses before the
@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKER = ROOT / "reward_models" / "tsx" / "worker.mjs"
+WORKER = ROOT / "bot_grpo_verl" / "rewards" / "tsx" / "worker.mjs"
 
 
 def load_reward():
-    spec = importlib.util.spec_from_file_location("react_tsx", ROOT / "reward_models" / "react_tsx.py")
+    spec = importlib.util.spec_from_file_location("react_tsx", ROOT / "bot_grpo_verl" / "rewards" / "react_tsx.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -5,6 +5,8 @@
   file) into the per-user cache or DIR (then set ``BOT_GRPO_VERL_TSX_DIR=DIR``).
 - ``reward-path NAME``: the file of a reward function, for ``reward.custom_reward_function.path``, or of the
   calculator tool, for ``actor_rollout_ref.rollout.multi_turn.function_tool_path``.
+- ``check-reward FILE [--data F] [--rows N] [--reward-kwargs K=V ...] [--tokenizer DIR] [--name F]``: try a reward
+  function on real rows in seconds, without training (:mod:`bot_grpo_verl.check_reward`).
 """
 
 from __future__ import annotations
@@ -142,7 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     setup.add_argument("--dir", type=Path, default=None, help="install here instead of the per-user cache")
     path = commands.add_parser("reward-path", help="print a reward function's file (custom_reward_function.path)")
     path.add_argument("name", choices=REWARDS)
+    from bot_grpo_verl import check_reward
+
+    try_reward = commands.add_parser("check-reward", help="try a reward function on real rows, without training")
+    check_reward.add_arguments(try_reward)
     args = parser.parse_args(argv)
+    if args.command == "check-reward":
+        return check_reward.main(args)
     if args.command == "setup":
         return setup_tsx(args.dir)
     if args.command == "reward-path":

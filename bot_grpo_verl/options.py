@@ -9,10 +9,15 @@ and a wrong one raises ``ValueError`` naming the full key:
   an ``int`` field takes no float, a ``float`` field takes an int.
 - ``str`` fields take strings only.
 - ``X | None`` takes ``None`` as well; other annotations (tuples, lists) are left to ``__post_init__``.
+
+Every such error is an :class:`OptionError` (a ``ValueError``): a mistake of the run's configuration, the same for
+every sample, which the reward manager and the trainer report once as such (never as one sample's failure). An
+unknown option's message names the closest valid one (:func:`unknown_options_message`).
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import types
@@ -24,6 +29,30 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 SIMPLE_TYPES = (bool, int, float, str)
+
+
+class OptionError(ValueError):
+    """An option (a key of verl's config, or of a reward function's ``reward_kwargs``) that is unknown, of the
+    wrong type or out of range: a configuration error, not a sample's."""
+
+
+def closest_name(name: str, allowed: Collection[str], cutoff: float = 0.6) -> str | None:
+    """The name of ``allowed`` closest to the unknown ``name`` (difflib's ratio, at least ``cutoff``), None if
+    none is that close."""
+    matches = difflib.get_close_matches(name, list(allowed), n=1, cutoff=cutoff)
+    return matches[0] if matches else None
+
+
+def unknown_options_message(unknown: Collection[str], allowed: Collection[str], path: str) -> str:
+    """``unknown <path> option(s) [...]``, the closest allowed name of each that has one, and the allowed names."""
+    unknown = sorted(unknown)
+    closest = {name: match for name in unknown if (match := closest_name(name, allowed)) is not None}
+    if len(unknown) == 1 and closest:
+        hint = f"; did you mean {closest[unknown[0]]!r}?"
+    else:
+        pairs = ", ".join(f"{match!r} for {name!r}" for name, match in closest.items())
+        hint = f"; did you mean {pairs}?" if pairs else "."
+    return f"unknown {path} option(s) {unknown}{hint} Allowed options are {list(allowed)}"
 
 
 def check_option(path: str, value: Any, annotation: Any) -> None:
@@ -48,7 +77,7 @@ def check_option(path: str, value: Any, annotation: Any) -> None:
         valid = isinstance(value, kind)
     if not valid:
         finite = " finite" if kind in (int, float) else ""
-        raise ValueError(f"{path}={value!r} must be a{finite} {kind.__name__}, got {type(value).__name__}")
+        raise OptionError(f"{path}={value!r} must be a{finite} {kind.__name__}, got {type(value).__name__}")
 
 
 def is_finite(number: numbers.Real) -> bool:
@@ -73,7 +102,7 @@ def check_option_values(
     ranges: Mapping[str, bool] | None = None,
     requirement: str | None = None,
 ) -> None:
-    """Raise ``ValueError`` naming the first option of ``options`` (a dataclass) outside its allowed values.
+    """Raise :class:`OptionError` naming the first option of ``options`` (a dataclass) outside its allowed values.
 
     Args:
         options: the options, read by attribute.
@@ -86,15 +115,19 @@ def check_option_values(
     prefix = f"{path}." if path else ""
     for name, allowed in (choices or {}).items():
         if getattr(options, name) not in allowed:
-            raise ValueError(f"{prefix}{name}={getattr(options, name)!r} is not one of {list(allowed)}")
+            raise OptionError(f"{prefix}{name}={getattr(options, name)!r} is not one of {list(allowed)}")
     requirement = requirement or f"is out of range (see {type(options).__name__})"
     for name, valid in (ranges or {}).items():
         if not valid:
-            raise ValueError(f"{prefix}{name}={getattr(options, name)!r} {requirement}")
+            raise OptionError(f"{prefix}{name}={getattr(options, name)!r} {requirement}")
 
 
 def options_from_config(cls: type[T], parent: Mapping | None, key: str, path: str) -> T:
     """Build ``cls`` from ``parent[key]`` (a ``DictConfig``, dict, or absent for the defaults).
+
+    An option set to ``None`` (``null``) takes its default: the presets list every option as ``null`` unless they
+    change it, so that hydra takes ``key=value`` and ``+key=value`` alike (``+`` adds over a ``null`` only).
+    None of these options has a default other than None that None could mean.
 
     Args:
         cls: a dataclass whose fields are the options and whose ``__post_init__`` checks their values.
@@ -103,19 +136,19 @@ def options_from_config(cls: type[T], parent: Mapping | None, key: str, path: st
         path: the options' full config path for error messages (e.g. ``"algorithm.bot_grpo"``).
 
     Raises:
-        ValueError: for a non-mapping section, unknown option names (listing the allowed ones), or a value
-            of the wrong type (see the module docstring).
+        OptionError: for a non-mapping section, unknown option names (naming the closest, listing the allowed
+            ones), or a value of the wrong type (see the module docstring).
     """
     options = parent.get(key) if parent is not None else None
     if options is None:
         return cls()
     if not isinstance(options, Mapping):
-        raise ValueError(f"{path} must be a mapping of options, got {options!r}")
-    options = dict(options.items())
+        raise OptionError(f"{path} must be a mapping of options, got {options!r}")
+    options = {name: value for name, value in options.items() if value is not None}
     allowed = [field.name for field in fields(cls)]
-    unknown = sorted(set(options) - set(allowed))
+    unknown = set(options) - set(allowed)
     if unknown:
-        raise ValueError(f"unknown {path} option(s) {unknown}; allowed options are {allowed}")
+        raise OptionError(unknown_options_message(unknown, allowed, path))
     check_options(cls, options, path)
     return cls(**options)
 
@@ -125,7 +158,7 @@ def option_from_config(parent: Mapping | None, key: str, kind: type, default: An
     ``algorithm.norm_adv_by_std_in_grpo``), checked as a field of type ``kind``; ``default`` when absent.
 
     Raises:
-        ValueError: for a value of the wrong type, naming ``path``.
+        OptionError: for a value of the wrong type, naming ``path``.
     """
     value = parent.get(key, default) if parent is not None else default
     check_option(path, value, kind)
@@ -146,12 +179,13 @@ def options_from_kwargs(cls: type[T], kwargs: Mapping, name: str) -> T:
         name: the reward function's name for error messages (e.g. ``"math_prm"``).
 
     Raises:
-        ValueError: for unknown option names (listing the allowed ones) or a value of the wrong type.
+        OptionError: for unknown option names (naming the closest, listing the allowed ones) or a value of the
+            wrong type.
     """
     allowed = [field.name for field in fields(cls)]
-    unknown = sorted(set(kwargs) - set(allowed) - set(VERL_REWARD_CALL_KWARGS))
+    unknown = set(kwargs) - set(allowed) - set(VERL_REWARD_CALL_KWARGS)
     if unknown:
-        raise ValueError(f"unknown {name} option(s) {unknown}; allowed options are {allowed}")
+        raise OptionError(unknown_options_message(unknown, allowed, name))
     options = {key: value for key, value in kwargs.items() if key in allowed}
     check_options(cls, options, name)
     return cls(**options)

@@ -7,16 +7,18 @@ estimators is called, its reward manager is built or scores, or the run asks for
 (``BOT_GRPO_CPU=1``, :mod:`bot_grpo_verl.cpu`).
 
 verl swallows exceptions raised while loading plugins (a debug log only), so a failure here is
-printed to stderr in every process that imports verl and re-raised; ``python -m bot_grpo_verl check``
-imports this module again to show the whole traceback.
+logged as an error (``bot_grpo_verl.plugin``) in every process that imports verl and re-raised;
+``python -m bot_grpo_verl check`` imports this module again to show the whole traceback.
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Callable
 
 from bot_grpo_verl import ESTIMATOR_NAME
+
+logger = logging.getLogger(__name__)
 
 
 def estimators() -> dict[str, Callable]:
@@ -74,7 +76,7 @@ def selected_late() -> None:
     from bot_grpo_verl.verl_compat.sessions import refuse_unadapted_multi_output_step
 
     refuse_unadapted_multi_output_step(LATE_SELECTION)
-    print(f"bot-grpo-verl: WARNING: {LATE_SELECTION}", file=sys.stderr, flush=True)
+    logger.warning(f"bot-grpo-verl: {LATE_SELECTION}")
 
 
 LATE_SELECTION = (
@@ -111,10 +113,8 @@ def register() -> None:
 try:
     register()
 except Exception as error:
-    print(
-        f"bot-grpo-verl: ERROR: could not register with verl ({type(error).__name__}: {error}). "
-        "'algorithm.adv_estimator=bot_grpo' will be unknown to verl; run 'python -m bot_grpo_verl check'.",
-        file=sys.stderr,
-        flush=True,
+    logger.error(
+        f"bot-grpo-verl: could not register with verl ({type(error).__name__}: {error}). "
+        "'algorithm.adv_estimator=bot_grpo' will be unknown to verl; run 'python -m bot_grpo_verl check'."
     )
     raise

@@ -18,7 +18,9 @@ At the run's first batch (:func:`dropped_token_rewards`), a reward function that
 
 On every batch of a ``bot_token`` run (:func:`reward_failures`), a sample whose reward failed (the manager's
 :data:`~bot_grpo_verl.reward.manager.REWARD_ERROR_KEY`) stops the run with the sample's uid, the problem and the
-fix, or, with ``reward.bot_token.on_error=skip``, is left out and counted.
+fix, or, with ``reward.bot_token.on_error=skip``, is left out and counted. A reward function that refused its
+options (:data:`~bot_grpo_verl.reward.manager.REWARD_CONFIG_ERROR_KEY`) stops the run as the configuration error
+it is, once, whatever ``on_error`` says (:func:`reward_config_error`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import logging
 from dataclasses import dataclass
 
 from bot_grpo_verl import ESTIMATOR_NAME
+from bot_grpo_verl.options import OptionError
 from bot_grpo_verl.reward import manager as reward_manager  # the manager's names are read at call time: RUN_CHECKS
 from bot_grpo_verl.reward.step_layout import kl_in_reward_problem
 from bot_grpo_verl.verl_compat.trainer_checks import VERL_OUTCOME_ESTIMATORS, BatchVerdict, RunChecks
@@ -165,6 +168,15 @@ def reward_failures(infos: list[dict]) -> list[tuple[int, str]]:
     return [(number, message) for number, message in failed if isinstance(message, str)]
 
 
+def reward_config_error(infos: list[dict]) -> None:
+    """Raise :class:`~bot_grpo_verl.options.OptionError` when a sample of the batch reports that the reward function
+    refused its options: a configuration error, the same for every sample, that ``on_error=skip`` cannot fix."""
+    key = reward_manager.REWARD_CONFIG_ERROR_KEY
+    messages = [info[key] for info in infos if isinstance(info.get(key), str)]
+    if messages:
+        raise OptionError(f"{PREFIX}configuration error: {messages[0]}; {reward_manager.REWARD_CONFIG_FIX}")
+
+
 def failure_verdict(failures: list[tuple[int, str]], batch_size: int, on_error: str) -> BatchVerdict:
     """What a batch with these reward ``failures`` gets: stop (``RuntimeError``) or leave them out and count them.
 
@@ -195,14 +207,20 @@ def report(problems: list[Problem]) -> None:
         logger.warning(PREFIX + problem.message)
 
 
-def check_startup(config, reward_manager_cls: type) -> None:
-    """The start-up check of a run: :func:`config_problems`, and the KL check of the step estimators."""
+def startup_problems(config, reward_manager_cls: type) -> list[Problem]:
+    """The problems of a run's shape: :func:`config_problems`, and the KL check of the step estimators (verl's
+    driver raises for the ones that stop the run before Ray starts: :mod:`bot_grpo_verl.launch_checks`)."""
     shape = run_shape(config, reward_manager_cls)
     problems = config_problems(shape)
     kl_problem = kl_in_reward_problem(config.algorithm, shape.estimator)
     if shape.estimator in STEP_END_ESTIMATORS and kl_problem is not None:
         problems.append(Problem(kl_problem, stops=True))
-    report(problems)
+    return problems
+
+
+def check_startup(config, reward_manager_cls: type) -> None:
+    """The start-up check of a run: :func:`startup_problems`, reported."""
+    report(startup_problems(config, reward_manager_cls))
 
 
 def check_batch(config, reward_manager_cls: type, infos: list[dict], first: bool) -> BatchVerdict:
@@ -212,6 +230,7 @@ def check_batch(config, reward_manager_cls: type, infos: list[dict], first: bool
         report(dropped_token_rewards(shape, infos))
     if not shape.token_manager:
         return BatchVerdict()
+    reward_config_error(infos)
     return failure_verdict(reward_failures(infos), len(infos), token_reward_options(config).on_error)
 
 

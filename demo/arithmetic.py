@@ -17,7 +17,7 @@ Its solution is one step per paragraph (steps separated by a blank line, as
 
     The answer is \boxed{32}.
 
-Every step is ``a op b = c`` with single spaces, so an exact verifier (``reward_models/arithmetic_steps.py``)
+Every step is ``a op b = c`` with single spaces, so an exact verifier (``bot_grpo_verl/rewards/arithmetic_steps.py``)
 checks it. Numbers are small (see :class:`Difficulty`) so that the demo's ~1M-parameter policy learns the
 format and part of the arithmetic from its short supervised warm start and RL has the rest to improve.
 """

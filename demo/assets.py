@@ -103,6 +103,11 @@ def stderr_progress(message: str) -> None:
     print(f"[demo-assets] {message}", file=sys.stderr, flush=True)
 
 
+def with_elapsed(progress: Progress, started: float) -> Progress:
+    """``progress`` with each message prefixed by the whole seconds since ``started`` (a ``time.monotonic()``)."""
+    return lambda message: progress(f"+{time.monotonic() - started:.0f} s {message}")
+
+
 def sample_metrics(
     model: Qwen2ForCausalLM,
     tokenizer: Qwen2Tokenizer,
@@ -184,6 +189,7 @@ def _build(root: Path, task: Task, settings: DemoSettings, seed: int, progress: 
     pd.DataFrame(rl_rows(task, test, "test")).to_parquet(root / "test.parquet")
 
     texts = [text for example in sft for text in (f"user\n{example.prompt}", f"assistant\n{example.response}")]
+    progress(f"tokenizer: training a byte-level BPE of {settings.vocab_size} tokens on the SFT corpus")
     tokenizer = train_tokenizer(texts, settings.vocab_size)
     sft_encoded = encode_examples(tokenizer, sft)
     val_encoded = encode_examples(tokenizer, val)
@@ -216,6 +222,7 @@ def _build(root: Path, task: Task, settings: DemoSettings, seed: int, progress: 
     model.save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
 
+    progress(f"measuring the warm start: {settings.eval_samples} samples at temperature 1, scored by the task's reward")
     samples = sample_metrics(model, tokenizer, task, val, settings, seed)
     measured = {key: value for key, value in samples.items() if key not in ("eval_samples", "compile_checker")}
     progress(f"{samples['eval_samples']} samples at temperature 1: {json.dumps(measured)}")
@@ -270,7 +277,8 @@ def build_assets(
     staging = root.with_name(f".{key}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    progress(f"building into {root}")
+    progress = with_elapsed(progress, time.monotonic())
+    progress(f"building into {root} (once; reused while the demo's sources and settings stay the same)")
     try:
         metrics = _build(staging, task, settings, seed, progress)
         manifest = {"key": key, "task": task.name, "seed": seed, "settings": asdict(settings), "metrics": metrics}
@@ -281,6 +289,46 @@ def build_assets(
         shutil.rmtree(staging, ignore_errors=True)
     progress(f"built in {metrics['build_seconds']:.0f} s")
     return DemoAssets.at(root, from_cache=False)
+
+
+def install_warm_start(
+    cache_dir: Path,
+    kept: Path,
+    *,
+    task: Task | None = None,
+    seed: int = 0,
+    settings: DemoSettings | None = None,
+    progress: Progress = stderr_progress,
+) -> Path:
+    """Install a kept build (``kept``: a benchmark's ``warm-starts/<key>/`` folder, the build's files without its
+    SFT corpus) as ``task``'s cached assets, so that runs start from exactly those weights: a rebuild on another
+    CPU, or by a later builder, can train different ones. The kept build must be of the same task, seed and
+    settings; its key may differ, since the builder's sources enter the key. A build already cached under this
+    key is left as it is (the matrix's guard compares its weights with the committed runs'). Returns the cache
+    folder ``cache_dir/<cache_key>``.
+
+    Raises:
+        ValueError: ``kept`` holds no manifest, or one of another task, seed or settings.
+    """
+    task = task or REACT
+    settings = settings or task.settings
+    root = Path(cache_dir).resolve() / cache_key(settings, seed, task)
+    if (root / "manifest.json").exists():
+        return root
+    manifest = Path(kept) / "manifest.json"
+    if not manifest.exists():
+        raise ValueError(f"{kept}: no manifest.json, so not a kept build (benchmarks/results/*/warm-starts/<key>/)")
+    built = json.loads(manifest.read_text())
+    wanted = json.loads(json.dumps({"task": task.name, "seed": seed, "settings": asdict(settings)}))
+    differs = sorted(name for name, value in wanted.items() if built.get(name) != value)
+    if differs:
+        raise ValueError(f"{kept}: a build of another {' and '.join(differs)} than task {task.name}'s, seed {seed}")
+    staging = root.with_name(f".{root.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(kept, staging)
+    staging.rename(root)
+    progress(f"installed the kept build {kept} (key {built.get('key')}) as {root}")
+    return root
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -6,7 +6,7 @@ React/TSX compile reward as the algorithm consumes it (:mod:`recipes.algorithms`
 validation: before training and every ``--val-every`` steps, ``--val-n`` temperature-1 samples of each
 test prompt. It prints one line per step and per validation, and writes per algorithm verl's metrics
 (JSONL), validation dumps and a heat-map of the last step's rollouts (:mod:`bot_grpo_verl.heatmap`), and
-for the whole demo a plot (held-out compile rate with its 95% interval, smoothed training compile rate)
+for the whole demo a plot (top: held-out compile rate with its 95% interval; below: the training compile rate)
 and ``summary.json``. The last lines give each algorithm's held-out change with its interval.
 
     python -m demo.run --steps 60 --out runs/demo [--algorithms grpo,bot_grpo] [hydra overrides ...]
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -55,10 +56,8 @@ from demo.training import (
 )
 from recipes.algorithms import ALGORITHMS, algorithm_keys, reward_function_overrides
 
-SCORE_SUCCESS = (
-    "critic/score/mean",
-    "reward per rollout",
-)  # any reward: verl's mean over rollouts of their summed rewards
+# Any reward: verl's mean over rollouts of their token rewards summed (the score, for an outcome reward).
+SCORE_SUCCESS = ("critic/score/mean", "summed token reward per rollout")
 SMOOTHING = 5
 DEMO_VALIDATION = Validation(splits=("test",), every=10, samples=4)
 
@@ -182,6 +181,17 @@ def user_reward(spec: str, options: list[str]) -> DemoReward:
     return DemoReward(Path(path).resolve(), name or "compute_score", tuple((key, value) for key, _, value in pairs))
 
 
+def check_reward_command(reward: DemoReward, tokenizer_dir: Path) -> str:
+    """The ``bot-grpo-verl check-reward`` command that tries ``reward`` with the demo's tokenizer in seconds: the
+    first step when a run of a reward of one's own fails."""
+    options = "".join(f" {shlex.quote(f'{key}={value}')}" for key, value in reward.options)
+    kwargs = f" --reward-kwargs{options}" if options else ""
+    file = shlex.quote(str(reward.path))
+    return (
+        f"bot-grpo-verl check-reward {file} --name {reward.name}{kwargs} --tokenizer {shlex.quote(str(tokenizer_dir))}"
+    )
+
+
 def change_line(name: str, curve: HeldOutCurve) -> str:
     """``  NAME: step A rate ± h -> step B rate ± h; change d ± h`` of one held-out curve."""
     start, end = (mean_interval(curve.rates[index]) for index in (0, -1))
@@ -239,16 +249,27 @@ def summary(runs: list[DemoRun], split: str, success: tuple[str, str] = REACT_SU
     return result
 
 
-def plot(runs: list[DemoRun], split: str, path: Path, label: str = REACT_SUCCESS[1], title: str = "") -> None:
-    """Held-out success (``label``, e.g. compile rate) per validation with its 95% interval (band), the held-out
-    share that compiles as asked (dotted, where measured), and the training rollouts' success metric, raw (dots) and
-    as a ``SMOOTHING``-step moving average (dashed), one colour per run; ``title`` names what is learned."""
+def is_rate(label: str) -> bool:
+    """Whether a curve named ``label`` is a share of samples (drawn on 0-1): its name ends in ``rate``."""
+    return label.endswith("rate")
+
+
+def figure(runs: list[DemoRun], split: str, reward: DemoReward | None = None, title: str = ""):
+    """The demo's figure, two panels over the training steps, one colour per run; ``title`` names what is learned.
+
+    Top, "held-out <reward.held_out>" (0-1): the held-out success rate per validation with its 95% interval (band),
+    and the held-out share that compiles as asked (dotted, where measured). Bottom, the training rollouts' own
+    metric under its own name (``reward.success``: a rate on 0-1, or verl's summed token reward per rollout on its
+    own scale), raw (dots) and as a ``SMOOTHING``-step moving average (dashed).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(8, 4.8))
+    reward = reward or REACT_REWARD
+    train_label = reward.success[1]
+    shown, (held_out_axis, train_axis) = plt.subplots(2, 1, figsize=(8, 7.2), sharex=True)
     for number, run in enumerate(runs):
         colour = f"C{number}"
         intervals = [mean_interval(rates) for rates in run.held_out.rates]
@@ -256,34 +277,45 @@ def plot(runs: list[DemoRun], split: str, path: Path, label: str = REACT_SUCCESS
         low = [mean - half for mean, half in intervals]
         high = [mean + half for mean, half in intervals]
         steps = run.held_out.steps
-        axis.fill_between(steps, low, high, color=colour, alpha=0.2, linewidth=0)
-        axis.plot(steps, means, marker="o", color=colour, label=f"{run.algorithm}: held-out ({split} prompts)")
+        held_out_axis.fill_between(steps, low, high, color=colour, alpha=0.2, linewidth=0)
+        held_out_axis.plot(steps, means, marker="o", color=colour, label=f"{run.algorithm}: {reward.held_out}")
         if run.as_asked is not None:
             as_asked = [mean_interval(rates)[0] for rates in run.as_asked.rates]
-            axis.plot(
-                steps, as_asked, ":", marker="s", color=colour, label=f"{run.algorithm}: held-out, compiles as asked"
+            held_out_axis.plot(
+                steps, as_asked, ":", marker="s", color=colour, label=f"{run.algorithm}: compiles as asked"
             )
-        axis.plot(run.train_steps, run.train_rate, ".", color=colour, alpha=0.25)
+        train_axis.plot(run.train_steps, run.train_rate, ".", color=colour, alpha=0.25)
         smooth_steps, smooth = moving_average((run.train_steps, run.train_rate), SMOOTHING)
-        axis.plot(
-            smooth_steps, smooth, "--", color=colour, label=f"{run.algorithm}: training rollouts, {SMOOTHING}-step mean"
+        train_axis.plot(
+            smooth_steps, smooth, "--", color=colour, label=f"{run.algorithm}: {train_label}, {SMOOTHING}-step mean"
         )
-    if label.endswith("rate"):
-        axis.set_ylim(0, 1)
-    axis.set_xlabel("training step")
-    axis.set_ylabel(label)
-    axis.grid(alpha=0.3)
-    axis.legend(loc="lower right", fontsize=8)
     held_out = runs[0].held_out
-    axis.set_title(
-        f"Tiny Qwen2 learning {title or 'React/TSX'} on CPU: held-out {label}\n"
-        f"({held_out.rates.shape[1]} {split} prompts x "
-        f"{held_out.samples} samples, band: 95% interval over prompts)",
+    held_out_axis.set_ylim(0, 1)
+    held_out_axis.set_ylabel(f"held-out {reward.held_out}")
+    held_out_axis.set_title(
+        f"Tiny Qwen2 learning {title or 'React/TSX'} on CPU\nheld-out: {held_out.rates.shape[1]} {split} prompts x "
+        f"{held_out.samples} samples at each validation (band: 95% interval over prompts)",
         fontsize=10,
     )
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    train_axis.set_title("training rollouts", fontsize=10)
+    if is_rate(train_label):
+        train_axis.set_ylim(0, 1)
+    train_axis.set_ylabel(train_label)
+    train_axis.set_xlabel("training step")
+    for axis in (held_out_axis, train_axis):
+        axis.grid(alpha=0.3)
+        axis.legend(loc="lower right", fontsize=8)
+    shown.tight_layout()
+    return shown
+
+
+def plot(runs: list[DemoRun], split: str, path: Path, reward: DemoReward | None = None, title: str = "") -> None:
+    """Write :func:`figure` to ``path`` (PNG)."""
+    import matplotlib.pyplot as plt
+
+    drawn = figure(runs, split, reward, title)
+    drawn.savefig(path, dpi=120)
+    plt.close(drawn)
 
 
 def write_heatmap(out: Path, steps: int, tokenizer_dir: Path) -> None:
@@ -329,7 +361,6 @@ def main(argv: list[str] | None = None) -> int:
         reward = user_reward(args.reward, args.reward_option) if args.reward else TASK_REWARDS[args.task]
     except ValueError as error:
         parser.error(str(error))
-    label = reward.success[1]
     validation = Validation((args.split,), args.val_every, args.val_n)
     out = args.out.resolve()
     assets = build_assets(args.cache_dir, task=TASKS[args.task])
@@ -348,11 +379,17 @@ def main(argv: list[str] | None = None) -> int:
             f"(the heat-map's input) {folder}/rollouts",
             flush=True,
         )
-        run_verl([*overrides, *args.overrides], folder, args.steps, label=f"{algorithm}  ", success=reward.success)
+        try:
+            run_verl([*overrides, *args.overrides], folder, args.steps, label=f"{algorithm}  ", success=reward.success)
+        except RuntimeError as error:
+            if not args.reward:
+                raise
+            first = check_reward_command(reward, assets.tokenizer_dir)
+            raise RuntimeError(f"{error}\nTry the reward first, in seconds, without training: {first}") from error
         write_heatmap(folder, args.steps, assets.tokenizer_dir)
         runs.append(read_run(algorithm, folder, problems, args.split, reward))
     title = f"{Path(args.reward).name} on {args.task}" if args.reward else args.task
-    plot(runs, args.split, out / "demo.png", label, title)
+    plot(runs, args.split, out / "demo.png", reward, title)
     (out / "summary.json").write_text(json.dumps(summary(runs, args.split, reward.success), indent=1) + "\n")
     print(f"done in {time.monotonic() - started:.0f} s; plot {out / 'demo.png'}, summary {out / 'summary.json'}")
     print("\n".join(summary_lines(runs, args.split, reward.held_out)))

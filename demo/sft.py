@@ -16,6 +16,7 @@ from demo.tasks import Example, Tool
 from demo.tiny_model import prompt_ids, response_ids, tool_output_ids
 
 Progress = Callable[[str], None]
+PROGRESS_SECONDS = 30.0  # the warm start says where it is at least this often (a loaded machine is slow)
 
 
 def session_parts(example: Example) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -70,7 +71,9 @@ def supervised_warm_start(
     pad_id: int,
     progress: Progress,
 ) -> dict[str, float]:
-    """Train ``model`` in place on ``train`` (response tokens only); return held-out losses and timing.
+    """Train ``model`` in place on ``train`` (response tokens only); return held-out losses and timing. Says its step
+    and loss to ``progress`` every tenth of the steps, and after any step that ends :data:`PROGRESS_SECONDS` after the
+    last line.
 
     Returns ``{"sft_loss_before", "sft_loss_after", "sft_final_train_loss", "sft_seconds"}``; the losses are
     response-token cross-entropies (nats per token) on ``held_out``.
@@ -89,6 +92,7 @@ def supervised_warm_start(
     rng = random.Random(seed)
     order: list[int] = []
     start, train_loss = time.perf_counter(), float("nan")
+    said = start
     model.train()
     for step in range(steps):
         if len(order) < settings.sft_batch_size:
@@ -101,8 +105,9 @@ def supervised_warm_start(
         optimizer.step()
         scheduler.step()
         train_loss = loss.item()
-        if (step + 1) % max(1, steps // 10) == 0 or step + 1 == steps:
+        if (step + 1) % max(1, steps // 10) == 0 or step + 1 == steps or time.perf_counter() - said >= PROGRESS_SECONDS:
             progress(f"SFT step {step + 1}/{steps}: loss {train_loss:.3f} ({time.perf_counter() - start:.0f} s)")
+            said = time.perf_counter()
     return {
         "sft_loss_before": loss_before,
         "sft_loss_after": response_loss(model, held_out),

@@ -1,8 +1,8 @@
 """The demo's tasks: each one's corpus, its verl dataset rows, how its samples are measured, its default sizes.
 
 :data:`REACT`: React/TSX components (:mod:`demo.react_corpus`), measured by the compile rate of
-``reward_models/react_tsx.py``. :data:`ARITHMETIC` and :data:`ARITHMETIC_HARD`: multi-step arithmetic
-(:mod:`demo.arithmetic`), measured by ``reward_models/arithmetic_steps.py``. Both reward files are the installed
+``bot_grpo_verl/rewards/react_tsx.py``. :data:`ARITHMETIC` and :data:`ARITHMETIC_HARD`: multi-step arithmetic
+(:mod:`demo.arithmetic`), measured by ``bot_grpo_verl/rewards/arithmetic_steps.py``. Both reward files are the installed
 ones (``bot-grpo-verl reward-path``), loaded by path as verl loads a ``custom_reward_function``.
 """
 
@@ -26,7 +26,7 @@ DATA_SOURCE = "react_tsx"
 # The demo's React reward: compilation only. Its rows carry specs (:func:`react_reference`) for the composed reward
 # and for evaluation; the demo keeps the compile reward whose runs the docs report.
 REACT_COMPILE_ONLY = (("requirements", "false"),)
-REACT_TSX = reward_path("react_tsx")  # the installed reward files (in a clone: reward_models/)
+REACT_TSX = reward_path("react_tsx")  # the installed reward files (in a clone: bot_grpo_verl/rewards/)
 ARITHMETIC_STEPS = reward_path("arithmetic_steps")
 TOOL_ARITHMETIC = reward_path("tool_arithmetic")
 CALCULATOR = reward_path("calculator")  # the tool of TOOL_ARITHMETIC_TASK (verl's function_tool_path)
@@ -89,13 +89,13 @@ def load_reward_file(path: Path) -> ModuleType:
 
 @functools.cache
 def react_reward() -> ModuleType:
-    """``reward_models/react_tsx.py``, loaded once per process (so its checker worker starts once)."""
+    """``bot_grpo_verl/rewards/react_tsx.py``, loaded once per process (so its checker worker starts once)."""
     return load_reward_file(REACT_TSX)
 
 
 def react_reference(example: react_corpus.Example) -> tuple[str, dict]:
     """A React row's ground truth (the reference solution) and ``extra_info``: the component's kind and name, and the
-    requirement spec of the reference (``react_spec``, :func:`reward_models.react_tsx.reference_spec`)."""
+    requirement spec of the reference (``react_spec``, :func:`bot_grpo_verl.rewards.react_tsx.reference_spec`)."""
     spec = react_reward().reference_spec(example.code)
     return example.code, {"kind": example.kind, "component": example.name, SPEC_KEY: spec}
 
@@ -103,9 +103,9 @@ def react_reference(example: react_corpus.Example) -> tuple[str, dict]:
 def compile_rate(responses: Sequence[str]) -> tuple[float | None, str]:
     """``(rate, how)``: the fraction of ``responses`` that the demo's reward marks ``compiled``.
 
-    The reward is ``reward_models/react_tsx.py`` at its defaults (esbuild's TSX parser), loaded by path as
+    The reward is ``bot_grpo_verl/rewards/react_tsx.py`` at its defaults (esbuild's TSX parser), loaded by path as
     verl's ``custom_reward_function`` loads it. ``rate`` is None, and ``how`` says why, when that file is
-    missing or its checker cannot start (``npm ci`` not run in ``reward_models/tsx``).
+    missing or its checker cannot start (``npm ci`` not run in ``bot_grpo_verl/rewards/tsx``).
     """
     if not REACT_TSX.exists():
         return None, f"not measured: {REACT_TSX} is missing"
@@ -114,7 +114,7 @@ def compile_rate(responses: Sequence[str]) -> tuple[float | None, str]:
         compiled = [reward.compute_score(DATA_SOURCE, response)["compiled"] for response in responses]
     except reward.CheckerSetupError as error:
         return None, f"not measured: {error}"
-    return sum(compiled) / len(compiled), "reward_models/react_tsx.py compute_score (esbuild TSX syntax)"
+    return sum(compiled) / len(compiled), "bot_grpo_verl/rewards/react_tsx.py compute_score (esbuild TSX syntax)"
 
 
 def compile_metrics(
@@ -126,7 +126,7 @@ def compile_metrics(
 
 
 def answer_metrics(responses: Sequence[str], examples: Sequence[arithmetic.Problem]) -> dict[str, float]:
-    """:data:`ARITHMETIC`'s sample metrics from ``reward_models/arithmetic_steps.py`` at its defaults.
+    """:data:`ARITHMETIC`'s sample metrics from ``bot_grpo_verl/rewards/arithmetic_steps.py`` at its defaults.
 
     ``{"accuracy", "answer_found_rate", "step_accuracy"}``: the fraction of responses whose boxed answer
     math-verify accepts, the fraction with a boxed answer at all, and the fraction of checked steps that
@@ -146,7 +146,7 @@ def answer_metrics(responses: Sequence[str], examples: Sequence[arithmetic.Probl
 
 
 def session_metrics(responses: Sequence[str], examples: Sequence[tool_arithmetic.ToolProblem]) -> dict[str, float]:
-    """:data:`TOOL_ARITHMETIC_TASK`'s sample metrics from ``reward_models/tool_arithmetic.py`` (the text path, as
+    """:data:`TOOL_ARITHMETIC_TASK`'s sample metrics from the ``tool_arithmetic`` reward (the text path, as
     verl's ``naive`` manager reads a session): ``{"accuracy", "calls_per_session", "progressing_call_rate"}``, the
     fraction of sessions that box the answer, the mean number of tool calls and the fraction of calls that progress
     (0 without a call)."""

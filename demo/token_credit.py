@@ -10,7 +10,7 @@ written with single spaces::
 The answer is the transformed list, letters separated by single spaces. The byte-level BPE tokenizer the demo
 trains keeps every ``" x"`` one token (Qwen2's pre-tokenizer splits before a space), so a response is one token
 per letter plus EOS, and the correctness of every token is known: letter ``i`` is right when it is the answer's
-letter ``i`` (``reward_models/token_credit.py``). Lists hold :data:`MIN_ITEMS` to :data:`MAX_ITEMS` letters,
+letter ``i`` (``bot_grpo_verl/rewards/token_credit.py``). Lists hold :data:`MIN_ITEMS` to :data:`MAX_ITEMS` letters,
 drawn uniformly, so responses span 8 to 64 tokens (EOS included) across prompts.
 """
 
@@ -31,7 +31,7 @@ DATA_SOURCE = "token_credit"
 ALPHABET = "abcdefgh"
 KINDS = ("reverse", "sort", "replace")
 MIN_ITEMS, MAX_ITEMS = 7, 63
-TOKEN_CREDIT_REWARD = reward_path("token_credit")  # the installed reward file (in a clone: reward_models/)
+TOKEN_CREDIT_REWARD = reward_path("token_credit")  # the installed reward file (in a clone: bot_grpo_verl/rewards/)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def generate_transformations(size: int, seed: int) -> list[Transformation]:
 
 
 def transformation_metrics(responses: Sequence[str], examples: Sequence[Transformation]) -> dict[str, float]:
-    """The task's sample metrics from ``reward_models/token_credit.py`` at its defaults: ``{"accuracy",
+    """The task's sample metrics from ``bot_grpo_verl/rewards/token_credit.py`` at its defaults: ``{"accuracy",
     "item_accuracy", "length_match_rate"}``, the fraction of responses exactly right, of reference items right
     in place (over all responses) and of responses with as many items as the reference."""
     reward = load_reward_file(TOKEN_CREDIT_REWARD)

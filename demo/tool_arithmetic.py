@@ -5,7 +5,7 @@ in :mod:`demo.arithmetic`::
 
     Compute (7 + 5) * 3 - 4.
 
-Its reference session calls the calculator (``reward_models/calculator.py``, through verl's ``tool_agent`` loop) once
+Its reference session calls the calculator (``rewards/calculator.py``, through verl's ``tool_agent`` loop) once
 per operation, on the value the tool returned before, then boxes the last value::
 
     assistant: <tool_call>
@@ -22,7 +22,7 @@ per operation, on the value the tool returned before, then boxes the last value:
 
 The policy never has to compute: it has to call the tool in the right form and copy the right numbers from the
 prompt and from the tool's answers, turn after turn. A session can go right for some turns and wrong at one of them,
-which is where per-turn credit (``reward_models/tool_arithmetic.py``) can tell more than the outcome.
+which is where per-turn credit (``bot_grpo_verl/rewards/tool_arithmetic.py``) can tell more than the outcome.
 """
 
 from __future__ import annotations

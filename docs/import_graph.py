@@ -70,6 +70,9 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "bot_grpo_verl.__main__",
             "bot_grpo_verl.heatmap",
             "bot_grpo_verl.driver",
+            "bot_grpo_verl.launch_checks",
+            "bot_grpo_verl.shipped_rewards",
+            "bot_grpo_verl.check_reward",
             "bot_grpo_verl.config.*",
         ),
         ("contract & alignment", "estimators & reward manager", "verl coupling & CPU mode"),
@@ -89,7 +92,7 @@ NOT_IMPORTED_BY: dict[str, tuple[str, ...]] = {
 
 
 def module_files(repository: Path, package: str = PACKAGE) -> dict[str, Path]:
-    """Every module of ``package`` by dotted name (a package by its ``__init__.py``), symlinks followed."""
+    """Every module of ``package`` by dotted name (a package by its ``__init__.py``)."""
     found = {}
     for folder, folders, files in os.walk(repository / package, followlinks=True):
         folders[:] = [name for name in folders if (Path(folder) / name / "__init__.py").exists()]
@@ -208,7 +211,7 @@ def problems(edges: dict[str, set[str]], above: dict[str, set[str]]) -> list[str
 
 def test_modules(repository: Path) -> set[str]:
     """The names the test suite's modules are imported by (``tests/`` is on pytest's path, not a package)."""
-    return {TESTS, *(path.stem for path in (repository / TESTS).glob("*.py"))}
+    return {TESTS, *(path.stem for path in (repository / TESTS).rglob("*.py"))}
 
 
 def names_within(name: str, forbidden: str, tests: set[str]) -> bool:

@@ -18,6 +18,8 @@ Kinds:
   with the machine they were measured on.
 - ``react-stages PATH``: the React reward's stages per core (``benchmarks/react_render_speed.py``'s JSON), with
   the machine they were measured on.
+- ``verdicts ROOT``: the benchmarks' current verdicts (``benchmarks.verdicts:VERDICTS``), each read from its
+  committed file; ``ROOT`` is the repository root as seen from the page (``.`` or ``..``), for the links.
 
 Usage (from the repository root, whose ``recipes`` the algorithm table comes from)::
 
@@ -248,7 +250,13 @@ def render(kind: str, source: str) -> str | None:
         return estimator_speed_table(REPO / source)
     if kind == "react-stages":
         return react_stages_table(REPO / source)
-    raise ValueError(f"unknown generated table kind {kind!r} (options, algorithms, estimator-speed, react-stages)")
+    if kind == "verdicts":
+        from benchmarks.verdicts import verdicts_table
+
+        return verdicts_table(link_prefix="" if source == "." else f"{source}/")
+    raise ValueError(
+        f"unknown generated table kind {kind!r} (options, algorithms, estimator-speed, react-stages, verdicts)"
+    )
 
 
 def update(text: str) -> str:

@@ -9,7 +9,9 @@ Every run is ``python -m verl.trainer.main_ppo <overrides>`` with overrides buil
 3. the reward function of the task, handed to the algorithm the way the algorithm consumes it
    (:func:`reward_overrides`): token-level algorithms get the task's reward function, outcome-level
    ones the same function through :mod:`recipes.outcome_reward` (its ``score`` only);
-4. the algorithm's own keys (:data:`ALGORITHMS`), the only place where algorithm keys live.
+4. the algorithm's own keys (:data:`ALGORITHMS`), the only place where algorithm keys live;
+5. where the run keeps its record (:func:`record_overrides`): verl's metrics (its file logger, beside the console)
+   and its validation samples, in the run's folder (:func:`run_folder`), which :mod:`recipes.report` reads.
 
 No key is set twice in one command, so what a command says is what verl runs.
 """
@@ -19,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+RUNS = REPO / "runs" / "recipes"  # the runs' folders: <RUNS>/<task>/<model>/<algorithm>/seed<seed>/
+METRICS_FILE = "metrics.jsonl"  # verl's file logger, one line {"step", "data"} per logged step
+VALIDATION_DIR = "validation"  # verl's validation dumps, <step>.jsonl: every held-out sample and its score
 OUTCOME_REWARD = REPO / "recipes" / "outcome_reward.py"
 REWARD_KINDS = ("outcome", "token")
 
@@ -228,7 +233,7 @@ def overlong_buffer_length(max_response_length: int) -> int:
 TASKS: dict[str, Task] = {
     "react": Task(
         data_dir="data/react",
-        reward_path="reward_models/react_tsx.py",
+        reward_path="bot_grpo_verl/rewards/react_tsx.py",
         # compile (types), then render in headless Chromium; a judge is optional (judge_endpoint, judge_model)
         reward_options=(("level", "types"), ("render", "true")),
         max_prompt_length=1024,
@@ -246,7 +251,7 @@ TASKS: dict[str, Task] = {
     ),
     "aime": Task(
         data_dir="data/aime",
-        reward_path="reward_models/math_prm.py",
+        reward_path="bot_grpo_verl/rewards/math_prm.py",
         # Reward workers are CPU-only Ray actors: the PRM is served by vLLM (recipes/README.md).
         reward_options=(
             ("prm_backend", "endpoint"),
@@ -293,7 +298,7 @@ COMMON: tuple[str, ...] = (
     "trainer.nnodes=1",
     "trainer.n_gpus_per_node=8",
     "trainer.val_before_train=true",
-    "trainer.logger=[console]",
+    "trainer.logger=[console,file]",  # the file goes to the run's folder (record_overrides)
 )
 
 
@@ -387,13 +392,31 @@ def algorithm_overrides(task_name: str, algorithm_name: str) -> list[str]:
     return algorithm_keys(algorithm_name, _choice("task", task_name, TASKS).max_response_length)
 
 
-def overrides(task_name: str, model_name: str, algorithm_name: str, seed: int, data_dir: Path) -> list[str]:
+def run_folder(runs_dir: Path, task_name: str, model_name: str, algorithm_name: str, seed: int) -> Path:
+    """The folder of one run's record: ``<runs_dir>/<task>/<model>/<algorithm>/seed<seed>``, absolute."""
+    return Path(runs_dir).resolve() / task_name / model_name / algorithm_name / f"seed{seed}"
+
+
+def record_overrides(folder: Path) -> list[str]:
+    """Keep the run's record in ``folder``: verl's file logger writes ``metrics.jsonl`` there (its path reaches
+    verl's trainer, wherever Ray places it, through the job's environment) and its validation samples go to
+    ``validation/<step>.jsonl``. On a cluster, ``folder`` must be on a file system the trainer's node writes."""
+    return [
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=" + hydra_quoted(str(folder / METRICS_FILE)),
+        f"trainer.validation_data_dir={hydra_quoted(str(folder / VALIDATION_DIR))}",
+    ]
+
+
+def overrides(
+    task_name: str, model_name: str, algorithm_name: str, seed: int, data_dir: Path, runs_dir: Path = RUNS
+) -> list[str]:
     """Every override of one run, in the order of the module docstring.
 
     Args:
         task_name: a key of :data:`TASKS`; model_name: of :data:`MODELS`; algorithm_name: of :data:`ALGORITHMS`.
         seed: seeds data shuffling, the actor's data loader and vLLM sampling.
         data_dir: folder holding ``train.parquet`` and ``test.parquet``; made absolute here.
+        runs_dir: where runs keep their records (:func:`run_folder`).
 
     Returns:
         hydra overrides for ``verl.trainer.main_ppo`` (``trainer.experiment_name`` names the run).
@@ -404,4 +427,5 @@ def overrides(task_name: str, model_name: str, algorithm_name: str, seed: int, d
         f"trainer.experiment_name={model_name}-{algorithm_name}-seed{seed}",
         *reward_overrides(task_name, algorithm.reward),
         *algorithm_overrides(task_name, algorithm_name),
+        *record_overrides(run_folder(runs_dir, task_name, model_name, algorithm_name, seed)),
     ]

@@ -7,7 +7,7 @@ baselines train on exactly the score the token-level algorithms see::
 
     reward.custom_reward_function.path=recipes/outcome_reward.py
     reward.custom_reward_function.name=compute_score
-    +reward.custom_reward_function.reward_kwargs.token_reward_path=reward_models/react_tsx.py
+    +reward.custom_reward_function.reward_kwargs.token_reward_path=bot_grpo_verl/rewards/react_tsx.py
     +reward.custom_reward_function.reward_kwargs.level=types     # the wrapped function's own options
 
 Returned keys: ``score``, ``acc`` (the function's own ``acc`` if it returns one, else the score: what

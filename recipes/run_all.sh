@@ -2,8 +2,11 @@
 # Every algorithm of one task with identical settings, one command each: bash recipes/run_all.sh TASK [overrides]
 # (recipes/react/run.sh and recipes/aime/run.sh call it). Settings: recipes/algorithms.py.
 #
-# MODEL: qwen2.5-3b | smollm3-3b | phi4-mini-reasoning (default qwen2.5-3b). SEED: one seed (default: every
-# seed of the task). DRY_RUN=1 prints the commands only. Extra overrides apply to every algorithm alike.
+# MODEL: qwen2.5-3b | smollm3-3b | phi4-mini-reasoning (default qwen2.5-3b). ALGORITHM: one row of the table
+# (default: all of them). SEED: one seed (default: every seed of the task). More than one run is refused unless
+# DRY_RUN=1 (print the commands only, one per scheduler job) or SEQUENTIAL=1 (run them one after the other).
+# RUNS_DIR: where runs keep metrics and validation samples (default runs/recipes). Extra overrides apply to every
+# algorithm alike.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ]; then
@@ -13,5 +16,5 @@ fi
 task="$1"
 shift
 
-"${PYTHON:-python}" -m recipes.launch --task "$task" --model "${MODEL:-qwen2.5-3b}" --algorithm all \
-    ${SEED:+--seed "$SEED"} ${DRY_RUN:+--dry-run} "$@"
+"${PYTHON:-python}" -m recipes.launch --task "$task" --model "${MODEL:-qwen2.5-3b}" --algorithm "${ALGORITHM:-all}" \
+    ${SEED:+--seed "$SEED"} ${RUNS_DIR:+--runs-dir "$RUNS_DIR"} ${DRY_RUN:+--dry-run} ${SEQUENTIAL:+--sequential} "$@"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
+from pure_reference import authors_whitened
 from reference import reference_bot_grpo, reference_pure
 
 from bot_grpo_verl.estimators.bot_grpo import compute_bot_grpo_advantage
@@ -18,10 +19,14 @@ ESTIMATORS = {"bot_grpo": compute_bot_grpo_advantage, "pure": compute_pure_advan
 
 
 def reference(name, rewards, mask, index):
-    """The loop reference of estimator ``name`` with default options."""
+    """The loop reference of estimator ``name`` with default options (``pure``'s whitened as its authors' code does)."""
     if name == "bot_grpo":
         return reference_bot_grpo(rewards, mask, index)
-    return reference_pure(rewards, mask, index, 0.1)[0]
+    return authors_whitened(reference_pure(rewards, mask, index, 0.1)[0], mask)
+
+
+UNWHITENED = OmegaConf.create({"pure": {"batch_whitening": False}})
+"""``pure``'s raw returns, for the properties of the returns themselves."""
 
 
 def batch(rows=4, length=5, seed=0):
@@ -118,7 +123,6 @@ BOT_GRPO_OPTION_ERRORS = {
     "epsilon str": ({"bot_grpo": {"epsilon": "1e-6"}}, r"epsilon='1e-6' must be a finite float, got str"),
     "epsilon negative": ({"bot_grpo": {"epsilon": -1e-6}}, r"epsilon=-1e-06 must be a positive number"),
     "weighting int": ({"bot_grpo": {"weighting": 1}}, r"algorithm.bot_grpo.weighting=1 must be a str, got int"),
-    "credit None": ({"bot_grpo": {"credit": None}}, r"algorithm.bot_grpo.credit=None must be a str"),
     "section not a mapping": ({"bot_grpo": 3}, r"algorithm.bot_grpo must be a mapping of options, got 3"),
     "norm by std 'false'": (
         {"norm_adv_by_std_in_grpo": "false"},
@@ -237,7 +241,7 @@ def test_single_row_groups_use_mean_zero_and_std_one_in_bot_grpo():
 
 def test_single_row_groups_have_no_baseline_in_pure():
     rewards, mask, _ = batch()
-    advantages, returns = compute_pure_advantage(rewards, mask, np.array(["a", "b", "c", "d"]))
+    advantages, returns = compute_pure_advantage(rewards, mask, np.array(["a", "b", "c", "d"]), UNWHITENED)
     steps = (rewards != 0) & mask.bool()
     torch.testing.assert_close(advantages, returns.masked_fill(steps, 0.0))
     weights = torch.softmax((-rewards / 0.1).masked_fill(~steps, -math.inf), dim=-1)
@@ -248,9 +252,10 @@ def test_single_row_groups_have_no_baseline_in_pure():
 def test_large_float64_rewards_keep_float64_headroom(estimator):
     rewards, mask, index = batch()
     rewards = rewards.double() * 1e30
-    advantages, _ = ESTIMATORS[estimator](rewards, mask, index)
+    config = UNWHITENED if estimator == "pure" else None  # the authors' whitening squares in float32
+    advantages, _ = ESTIMATORS[estimator](rewards, mask, index, config)
     assert advantages.dtype == torch.float64 and torch.isfinite(advantages).all()
-    expected = reference(estimator, rewards, mask, index)
+    expected = reference_pure(rewards, mask, index, 0.1)[0] if config else reference(estimator, rewards, mask, index)
     torch.testing.assert_close(advantages / expected.abs().max(), expected / expected.abs().max(), atol=1e-9, rtol=0)
 
 

@@ -1,4 +1,4 @@
-"""Adversarial inputs for reward_models/react_tsx.py (issue #11): every bad or unusual input gets a
+"""Adversarial inputs for bot_grpo_verl/rewards/react_tsx.py (issue #11): every bad or unusual input gets a
 defined result in bounded time, or a clear error, and no sample changes another sample's result.
 
 Tables: bad options (``ValueError`` naming the option, before any check), bad ``solution_str`` types
@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from react_tsx_helpers import checked_codes, checker_differences, error_ranges, fenced, rt, unmark
 
 from bot_grpo_verl.reward.token_rewards import parse_reward_result
+from bot_grpo_verl.rewards.react_options import CHECKERS
+from bot_grpo_verl.rewards.tsx_checker import TsxChecker
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node (Node.js >= 18) is not on PATH")
 
@@ -317,7 +319,7 @@ def test_tsc7_past_its_memory_bound_fails_that_sample_alone(monkeypatch, caplog)
     """HANGS_CODE grows TypeScript 7 past 400 MB within seconds; with a 200 MB bound it fails long before its
     time limit, and the worker checks on with a new Go process."""
     monkeypatch.setenv("BOT_GRPO_VERL_TSC7_MEMORY_MB", "200")
-    checker = rt.TsxChecker()
+    checker = TsxChecker()
     try:
         assert checker.check(["export const a = 1;"], "types", False, 20, 60)[0]["ok"]
         worker = checker.worker.process
@@ -349,7 +351,7 @@ OUTSIDE = [
 ]
 
 
-@pytest.mark.parametrize("checker", rt.CHECKERS)
+@pytest.mark.parametrize("checker", CHECKERS)
 def test_a_sample_resolves_react_and_nothing_else(checker):
     for specifier in OUTSIDE:
         code = f"import * as m from '{specifier}';\nexport const n: number = m.anything;"

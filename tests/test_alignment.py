@@ -283,6 +283,8 @@ def test_parse_accepts_floats_and_dicts_and_keeps_scalar_extras():
     assert parse_reward_result(0.5, 10).score == 0.5
     parsed = parse_reward_result({"score": 1, "spans": [(0, 2, -1.0)], "acc": True, "n": 3}, 10)
     assert parsed.spans == ((0, 2, -1.0),) and parsed.extra == {"acc": 1.0, "n": 3.0}
+    assert parsed.uncovered is None
+    assert parse_reward_result({"score": 1, "spans": [], "uncovered": 0}, 10).uncovered == 0.0
 
 
 @pytest.mark.parametrize(
@@ -298,6 +300,10 @@ def test_parse_accepts_floats_and_dicts_and_keeps_scalar_extras():
         ({"score": 1.0, "spans": [], "token_rewards": []}, "at most one of"),
         ({"score": 1.0, "details": [1, 2]}, "extra key 'details' must be a number or a bool"),
         ("1.0", "must return a number or a dict"),
+        ({"score": 1.0, "uncovered": 1.0}, "'uncovered' is the value of the tokens no span covers"),
+        ({"score": 1.0, "token_rewards": [1.0], "uncovered": 1.0}, "return it beside 'spans'"),
+        ({"score": 1.0, "spans": [], "uncovered": float("nan")}, "uncovered is not finite"),
+        ({"score": 1.0, "spans": [], "uncovered": True}, "uncovered must be a number .* a bool is no reward"),
     ],
 )
 def test_parse_rejects_bad_results_with_a_clear_error(result, message):

@@ -21,7 +21,7 @@ from demo.assets import build_assets
 from demo.tasks import ARITHMETIC, answer_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
-REWARD_PATH = str(ROOT / "reward_models" / "arithmetic_steps.py")
+REWARD_PATH = str(ROOT / "bot_grpo_verl" / "rewards" / "arithmetic_steps.py")
 
 PROBLEM = Problem((17, 25, 3, 40), ("+", "*", "-"))
 RESPONSE = "17 + 25 = 42\n\n42 * 3 = 126\n\n126 - 40 = 86\n\nThe answer is \\boxed{86}."

@@ -61,7 +61,8 @@ def test_a_bool_score_stops_the_run_at_its_first_batch_with_the_uid_the_key_and_
         r"RuntimeError: bot-grpo-verl: bot_token reward failed for sample uid=\S+ data_source='cpu_smoke': "
         r"ValueError: score must be a number \(int, float or NumPy scalar\), got bool (True|False): a bool is no "
         r"reward, return float\(\.\.\.\); fix the reward function \(what it may return: "
-        r"docs/token-rewards.md#the-contract\), or set reward.bot_token.on_error=skip to leave such samples out$"
+        r"docs/token-rewards.md#the-contract; 'bot-grpo-verl check-reward FILE' tries it on real rows in seconds\), "
+        r"or set reward.bot_token.on_error=skip to leave such samples out$"
     )
     assert re.search(message, last_lines(log, 4), re.MULTILINE), last_lines(log, 40)
     assert not (tmp_path / "metrics.jsonl").exists() or not read_jsonl(tmp_path / "metrics.jsonl")  # no step ran

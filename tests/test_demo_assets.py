@@ -5,13 +5,14 @@ import subprocess
 import sys
 import unicodedata
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
 from tiny_demo import TINY
-from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2ForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
 from bot_grpo_verl.rewards.react_requirements import SPEC_KEY, ReactSpec
 from demo import assets, react_corpus, sft, tasks
@@ -21,7 +22,7 @@ from demo.tiny_model import prompt_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_checker = pytest.mark.skipif(
-    not (tasks.REACT_TSX.parent / "tsx" / "node_modules").exists(), reason="run npm ci in reward_models/tsx"
+    not (tasks.REACT_TSX.parent / "tsx" / "node_modules").exists(), reason="run npm ci in bot_grpo_verl/rewards/tsx"
 )
 
 
@@ -263,3 +264,82 @@ def test_force_rebuilds_and_an_interrupted_build_leaves_nothing(tmp_path, monkey
     with pytest.raises(RuntimeError, match="interrupted"):
         build_assets(tmp_path, seed=1, **quiet)
     assert [path.name for path in tmp_path.iterdir()] == [forced.root.name]
+
+
+def test_a_build_says_each_stage_with_the_seconds_since_it_began(tmp_path, monkeypatch):
+    clock = iter([100.0, 100.2, 163.7, 171.0])  # build start, then one reading per message
+
+    def fake_build(root, task, settings, seed, progress):
+        progress("SFT step 24/240")
+        return {"build_seconds": 71.0}
+
+    messages = []
+    monkeypatch.setattr(assets, "_build", fake_build)
+    monkeypatch.setattr(assets, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    built = build_assets(tmp_path, settings=TINY, progress=messages.append)
+    assert messages == [
+        f"+0 s building into {built.root} (once; reused while the demo's sources and settings stay the same)",
+        "+64 s SFT step 24/240",
+        "+71 s built in 71 s",
+    ]
+
+
+def test_the_warm_start_says_where_it_is_at_least_every_progress_interval(monkeypatch):
+    """20 steps report every 2nd step (a tenth); when steps take longer than ``PROGRESS_SECONDS`` each one reports."""
+    config = Qwen2Config(
+        vocab_size=16,
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    model = Qwen2ForCausalLM(config)
+    train = [([1, 2, 3, 4, 5], [-100, -100, 3, 4, 5]), ([1, 6, 7], [-100, 6, 7])]
+    settings = DemoSettings(sft_steps=20, sft_batch_size=2)
+    messages = []
+    sft.supervised_warm_start(model, train, sft.collate(train, 0), settings, 0, 0, messages.append)
+    assert [message.split(":")[0] for message in messages] == [f"SFT step {step}/20" for step in range(2, 21, 2)]
+    seconds = iter(range(0, 10_000, 31))  # every reading of the clock 31 s after the last
+    monkeypatch.setattr(sft, "time", SimpleNamespace(perf_counter=lambda: float(next(seconds))))
+    messages.clear()
+    sft.supervised_warm_start(model, train, sft.collate(train, 0), settings, 0, 0, messages.append)
+    assert [message.split(":")[0] for message in messages] == [f"SFT step {step}/20" for step in range(1, 21)]
+
+
+KEPT_ARITHMETIC = ROOT / "benchmarks" / "results" / "protocol-rerun" / "warm-starts" / "58f82e925d2bb22a"
+
+
+def model_bytes(root: Path) -> bytes:
+    return (root / "model" / "model.safetensors").read_bytes()
+
+
+def test_a_kept_build_is_installed_under_todays_key_and_then_read_from_the_cache(tmp_path):
+    messages = []
+    root = assets.install_warm_start(tmp_path, KEPT_ARITHMETIC, task=tasks.ARITHMETIC, progress=messages.append)
+    assert root.name == assets.cache_key(tasks.ARITHMETIC.settings, 0, tasks.ARITHMETIC) != KEPT_ARITHMETIC.name
+    assert "58f82e925d2bb22a" in messages[0] and str(root) in messages[0]
+    cached = build_assets(tmp_path, task=tasks.ARITHMETIC, progress=lambda message: None)
+    assert cached.from_cache and cached.root == root
+    assert model_bytes(root) == model_bytes(KEPT_ARITHMETIC)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [root.name]  # no staging folder left behind
+
+
+def test_a_build_already_cached_is_left_as_it_is(tmp_path):
+    root = tmp_path / assets.cache_key(tasks.ARITHMETIC.settings, 0, tasks.ARITHMETIC)
+    root.mkdir()
+    (root / "manifest.json").write_text("{}")
+    assert assets.install_warm_start(tmp_path, KEPT_ARITHMETIC, task=tasks.ARITHMETIC) == root
+    assert sorted(path.name for path in root.iterdir()) == ["manifest.json"]
+
+
+def test_a_kept_build_of_another_task_seed_or_settings_or_no_build_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="another (settings and )?task than task arithmetic_hard's"):
+        assets.install_warm_start(tmp_path, KEPT_ARITHMETIC, task=tasks.ARITHMETIC_HARD)
+    with pytest.raises(ValueError, match="another seed than task arithmetic's, seed 1"):
+        assets.install_warm_start(tmp_path, KEPT_ARITHMETIC, task=tasks.ARITHMETIC, seed=1)
+    with pytest.raises(ValueError, match="another settings"):
+        assets.install_warm_start(tmp_path, KEPT_ARITHMETIC, task=tasks.ARITHMETIC, settings=TINY)
+    with pytest.raises(ValueError, match="no manifest.json"):
+        assets.install_warm_start(tmp_path, tmp_path, task=tasks.ARITHMETIC)
+    assert list(tmp_path.iterdir()) == []

@@ -1,6 +1,7 @@
 """The demo's run logic: verl overrides per algorithm, progress lines, held-out dumps read per prompt,
 intervals, the summary and the plot."""
 
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 from conftest import verl_config
 from PIL import Image
 
+from bot_grpo_verl.__main__ import main
 from demo import run, training
 from demo.held_out import HeldOutCurve, Validation, mean_interval, solved
 from recipes.algorithms import OUTCOME_REWARD
@@ -112,7 +114,44 @@ def test_summary_json_and_plot_hold_both_runs(tmp_path):
     assert len(result["grpo"]["train"]["compile_rate"]) == 10
     run.plot(runs, "test", tmp_path / "demo.png")
     with Image.open(tmp_path / "demo.png") as image:
-        assert image.size == (960, 576)
+        assert image.size == (960, 864)
+
+
+def axis_curves(axis) -> dict[str, list[float]]:
+    """``{legend label: y values}`` of an axis' labelled lines."""
+    return {
+        line.get_label(): list(line.get_ydata()) for line in axis.get_lines() if not line.get_label().startswith("_")
+    }
+
+
+def test_the_plot_draws_held_out_success_and_training_metric_on_their_own_axes():
+    runs = [demo_run("grpo", [[0.2, 0.4, 0.6], [0.4, 0.4, 0.7]]), demo_run("bot_grpo", [[0.2, 0.4, 0.6], [0.6] * 3])]
+    drawn = run.figure(runs, "test")  # the React reward: compile rate held out and in training
+    held_out, train = drawn.axes
+    assert held_out.get_ylabel() == "held-out compile rate" and train.get_ylabel() == "compile rate"
+    assert held_out.get_ylim() == train.get_ylim() == (0, 1)
+    assert axis_curves(held_out) == {
+        "grpo: compile rate": pytest.approx([0.4, 0.5]),
+        "grpo: compiles as asked": pytest.approx([0.2, 0.25]),
+        "bot_grpo: compile rate": pytest.approx([0.4, 0.6]),
+        "bot_grpo: compiles as asked": pytest.approx([0.2, 0.3]),
+    }
+    assert set(axis_curves(train)) == {
+        f"{name}: compile rate, {run.SMOOTHING}-step mean" for name in ("grpo", "bot_grpo")
+    }
+    assert train.get_xlabel() == "training step" and held_out.get_shared_x_axes().joined(held_out, train)
+
+    # A reward of one's own: the held-out success rate above, verl's summed token reward per rollout (not a rate,
+    # here 2.5 a rollout) on its own scale below.
+    summed = dataclasses.replace(runs[0], train_rate=[2.5] * len(runs[0].train_steps))
+    held_out, train = run.figure([summed], "test", run.DemoReward(Path("r.py")), "r.py on react_tsx").axes
+    assert held_out.get_ylabel() == "held-out success rate (acc, else score, above 0.5)"
+    assert held_out.get_ylim() == (0, 1) and train.get_ylim()[1] > 2.5
+    assert train.get_ylabel() == "summed token reward per rollout" == run.SCORE_SUCCESS[1]
+    assert run.SCORE_SUCCESS[0] == "critic/score/mean"  # verl's mean over rollouts of their summed token rewards
+    (smoothed,) = axis_curves(train).values()
+    assert smoothed == pytest.approx([2.5] * (len(summed.train_steps) - run.SMOOTHING + 1))
+    assert list(axis_curves(held_out)) == ["grpo: success rate (acc, else score, above 0.5)", "grpo: compiles as asked"]
 
 
 def test_progress_shows_training_steps_and_validations():
@@ -196,7 +235,7 @@ def test_a_reward_without_acc_counts_its_score_and_shows_no_as_asked_lines(tmp_p
     assert lines[0].startswith("held-out success rate (acc, else score, above 0.5), 2 test prompts")
     assert len(lines) == 2 and "as_asked" not in run.summary([plain], "test", run.SCORE_SUCCESS)["bot_grpo"]
     assert solved({"score": 0.9}) and not solved({"score": 0.9, "acc": 0.0})
-    run.plot([plain], "test", tmp_path / "demo.png", run.SCORE_SUCCESS[1], "my_reward.py on react_tsx")
+    run.plot([plain], "test", tmp_path / "demo.png", run.DemoReward(Path("r.py")), "my_reward.py on react_tsx")
     assert (tmp_path / "demo.png").stat().st_size > 0
 
 
@@ -209,3 +248,15 @@ def test_every_task_has_its_demo_reward_and_the_agentic_one_runs_verls_tool_loop
     rollout = config.actor_rollout_ref.rollout
     assert rollout.multi_turn.enable and rollout.agent.default_agent_loop == "tool_agent"
     assert config.reward.custom_reward_function.path.endswith("tool_arithmetic.py")
+
+
+def test_a_failed_run_of_ones_own_reward_names_the_check_reward_command_that_tries_it(tmp_path, capsys):
+    reward_file = tmp_path / "my reward.py"
+    reward_file.write_text("def score_it(data_source, solution_str, ground_truth, extra_info=None, **kwargs):\n"
+                           "    return 1.0\n")  # fmt: skip
+    reward = run.user_reward(f"{reward_file}:score_it", ["scale=2.0"])
+    command = run.check_reward_command(reward, tmp_path / "tokenizer")
+    assert command == (f"bot-grpo-verl check-reward '{reward_file}' --name score_it --reward-kwargs scale=2.0 "
+                       f"--tokenizer {tmp_path / 'tokenizer'}")  # fmt: skip
+    status = main(["check-reward", str(reward_file), "--name", "score_it"])
+    assert status == 0 and capsys.readouterr().out.splitlines()[-1] == "OK (4 call(s))"

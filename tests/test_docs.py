@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from bot_grpo_verl.reward.token_rewards import parse_reward_result
 from docs import tables
 
 REPO = Path(__file__).resolve().parents[1]
 LINKED_PAGES = sorted([REPO / "README.md", REPO / "recipes" / "README.md", *(REPO / "docs").glob("*.md")])
 OPTION_READERS = ("options_from_config", "options_from_kwargs")
-OPTION_SOURCES = ("bot_grpo_verl/**/*.py", "reward_models/**/*.py")
+OPTION_SOURCES = ("bot_grpo_verl/**/*.py", "bot_grpo_verl/rewards/**/*.py")
 FENCED_CODE = re.compile(r"^ *(```|~~~).*?^ *\1", re.DOTALL | re.MULTILINE)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
@@ -181,5 +182,20 @@ def test_every_docs_page_is_reachable_from_the_readme():
 
 def test_readme_is_one_screen_with_the_switch_and_the_quick_start():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert len(readme.splitlines()) <= 100, "the README is one screen; put details in docs/"
+    assert len(readme.splitlines()) <= 150, (
+        "the README: the switch, a reward, quick start, results and bad-input tables; details in docs/"
+    )
     assert "make test" in readme and "make demo" in readme and "+preset=bot_grpo" in readme
+
+
+def test_the_readme_reward_function_keeps_the_contract():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    assert len(code.strip().splitlines()) <= 12, "the README's reward function stays about ten lines"
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    text = "2 + 2 = 4\nTODO check\n4"
+    result = parse_reward_result(namespace["compute_score"]("demo", text, "4"), len(text))
+    assert result.score == 1.0
+    assert [span[2] for span in result.spans] == [0.0, -1.0, 0.0]
+    assert result.spans[1][:2] == (len("2 + 2 = 4\n"), len("2 + 2 = 4\nTODO check\n"))

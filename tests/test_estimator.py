@@ -286,7 +286,7 @@ def test_shape_and_type_errors(rewards, mask, index, message):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"weigting": "uniform"}, r"unknown algorithm.bot_grpo option\(s\) \['weigting'\]; allowed .*'weighting'"),
+        ({"weigting": "uniform"}, r"option\(s\) \['weigting'\]; did you mean 'weighting'\? Allowed .*'weighting'"),
         ({"weighting": "sqrt"}, r"weighting='sqrt' is not one of \['inverse_length', 'uniform'\]"),
         ({"outcome_broadcast": "yes"}, r"outcome_broadcast='yes' is not one of \['auto', 'always', 'never'\]"),
         ({"epsilon": 0}, "epsilon=0 must be a positive number"),

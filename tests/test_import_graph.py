@@ -65,7 +65,7 @@ def test_the_benchmarks_import_neither_the_tests_nor_the_demos_command_line_and_
         tmp_path,
         {
             "bot_grpo_verl/__init__.py": "",
-            "tests/tokenizer_fixtures.py": "",
+            "tests/helpers/tokenizer_fixtures.py": "",
             "benchmarks/__init__.py": "",
             "benchmarks/speed.py": "from tokenizer_fixtures import qwen3\nfrom demo.training import run_verl\n",
             "benchmarks/matrix.py": "def main():\n    from demo.run import base_overrides\n",

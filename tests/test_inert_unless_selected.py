@@ -145,7 +145,7 @@ def probe(selection: str, host: dict, **environment: str) -> dict:
         env={**environment_without_cpu_mode(), **host, **environment},
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "bot-grpo-verl: ERROR" not in result.stderr, result.stderr[-3000:]
+    assert "bot-grpo-verl: could not register" not in result.stderr, result.stderr[-3000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("PROBE "))
     return json.loads(line.removeprefix("PROBE "))
 

@@ -1,4 +1,4 @@
-"""Tests of reward_models/math_prm.py and the PRM modules (prm*.py, micro_batcher.py) on tiny PRMs built
+"""Tests of bot_grpo_verl/rewards/math_prm.py and the PRM modules (prm*.py, micro_batcher.py) on tiny PRMs built
 here (no downloads).
 
 The PRMs are random-weight ``Qwen2ForTokenClassification`` (2 labels; Qwen2.5-Math-PRM and PURE-PRM are
@@ -36,7 +36,7 @@ from bot_grpo_verl.rewards import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-MATH_PRM_PATH = str(ROOT / "reward_models" / "math_prm.py")
+MATH_PRM_PATH = str(ROOT / "bot_grpo_verl" / "rewards" / "math_prm.py")
 
 QUESTION = "What is 1/4 + 1/4?"
 RESPONSE = "Step 1: 1/4 + 1/4 = 2/4.\n\nStep 2: 2/4 = 1/2 because 2 + 2 = 4.\n\nThe answer is \\boxed{\\frac{1}{2}}."

@@ -212,3 +212,30 @@ def test_runs_are_added_to_committed_ones_only_from_the_same_warm_start(tmp_path
     with pytest.raises(ValueError, match="another warm start"):
         run([("grpo", 1e-5, 0), ("grpo", 1e-5, 1)])
     run([("grpo", 1e-5, 0), ("pure", None, 1)])
+
+
+def test_a_run_summary_records_the_spread_of_response_lengths_within_each_prompt_group(tmp_path):
+    def rollout(uid, index, length):
+        return json.dumps({"key": f"{uid}_{index}_0", "response_ids": [7] * length})
+
+    rows = [{"step": 0, "data": {"val-core/acc": 0.1}}]
+    rows += [{"step": step, "data": {"timing_s/step": 1.0}} for step in (1, 2)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
+    dumps = tmp_path / "rollouts"
+    dumps.mkdir()
+    # step 1: lengths 2 and 4 (std 1) in one group, 3 and 3 (std 0) in the other; step 2: 1, 1, 7 (std 2*sqrt(2))
+    lines = [rollout("a", 0, 2), rollout("b", 0, 3), rollout("a", 1, 4), rollout("b", 1, 3)]
+    (dumps / "1.tokens.jsonl").write_text("\n".join(lines) + "\n")
+    (dumps / "2.tokens.jsonl").write_text("\n".join([rollout("c", 0, 1), rollout("c", 1, 1), rollout("c", 2, 7)]))
+    (dumps / "2.jsonl").write_text("not a token dump\n")
+    summary = matrix.run_summary(tmp_path, "token_credit", "bot_grpo", 1e-4, 0, None, "0" * 64)
+    assert summary["train"][matrix.WITHIN_GROUP_LENGTH_STD] == [None, 0.5, pytest.approx(2 * 2**0.5)]
+    assert summary["train"]["timing_s/step"] == [None, 1.0, 1.0]
+
+    (dumps / "1.tokens.jsonl").write_text("")
+    with pytest.raises(ValueError, match=r"1\.tokens\.jsonl holds no rollout"):
+        matrix.run_summary(tmp_path, "token_credit", "bot_grpo", 1e-4, 0, None, "0" * 64)
+    for dump in dumps.iterdir():
+        dump.unlink()
+    summary = matrix.run_summary(tmp_path, "token_credit", "grpo", 1e-4, 0, None, "0" * 64)
+    assert matrix.WITHIN_GROUP_LENGTH_STD not in summary["train"]

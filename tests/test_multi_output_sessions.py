@@ -1,6 +1,7 @@
 """Multi-output agent sessions through verl V1's real ``compute_advantage_for_multi_trajectories``: a plugin
 estimator counts each session once (its final output), as verl's ``grpo`` does (issue 27, item 3)."""
 
+import logging
 import random
 
 import numpy as np
@@ -125,14 +126,16 @@ def test_a_run_selected_at_its_first_estimate_refuses_multi_output_sessions_nami
         verl_v1_advantages(selected_late, *batch[:4], "bot_grpo")
 
 
-def test_a_run_selected_at_its_first_estimate_is_warned_and_estimates_single_output_sessions(selected_late, capsys):
+def test_a_run_selected_at_its_first_estimate_is_warned_and_estimates_single_output_sessions(selected_late, caplog):
     keys, rewards, mask, uids, _ = sessions_batch(5, outcome=False)
     single = [f"{key.rsplit('_', 1)[0]}x{row}_0" for row, key in enumerate(keys)]
-    ours = verl_v1_advantages(selected_late, single, rewards, mask, uids, "bot_grpo")
-    torch.testing.assert_close(ours.double(), reference_bot_grpo(rewards, mask, uids), atol=1e-5, rtol=0)
-    assert "WARNING: the plugin was selected at the run's first advantage computation" in capsys.readouterr().err
-    verl_v1_advantages(selected_late, single, rewards, mask, uids, "bot_grpo")
-    assert capsys.readouterr().err == ""  # once
+    with caplog.at_level(logging.WARNING, logger="bot_grpo_verl.plugin"):
+        ours = verl_v1_advantages(selected_late, single, rewards, mask, uids, "bot_grpo")
+        torch.testing.assert_close(ours.double(), reference_bot_grpo(rewards, mask, uids), atol=1e-5, rtol=0)
+        verl_v1_advantages(selected_late, single, rewards, mask, uids, "bot_grpo")
+    warnings = [record for record in caplog.records if record.name == "bot_grpo_verl.plugin"]
+    assert [record.levelname for record in warnings] == ["WARNING"]  # once
+    assert "the plugin was selected at the run's first advantage computation" in warnings[0].getMessage()
 
 
 def test_final_outputs_are_the_highest_index_of_each_session():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
-from pure_reference import authors_pure_advantages
+from pure_reference import authors_pure_advantages, authors_whitened
 from reference import reference_token_values
 from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
@@ -199,11 +199,17 @@ def test_pure_equals_the_authors_computation_on_every_case_family(tokenizer, tem
         rewards, mask = through_the_manager(tokenizer, responses, results)
         advantages = estimate("pure", rewards, mask, groups, {"pure": {"temperature": temperature}})
         values, ends = authors_steps(tokenizer, responses, results)
-        expected = authors_pure_advantages(values, ends, [len(ids) for ids in responses], group_size, temperature)
+        raw = authors_pure_advantages(values, ends, [len(ids) for ids in responses], group_size, temperature)
+        expected = authors_whitened(raw, mask[:, : raw.shape[1]])
         np.testing.assert_allclose(advantages, expected.numpy(), atol=2e-5, err_msg=name)
 
 
-def test_pure_equals_the_authors_computation_on_random_step_layouts():
+@pytest.mark.parametrize("whitening", [False, True])
+def test_pure_equals_the_authors_computation_on_random_step_layouts(whitening):
+    """Without the batch whitening on a few step values, so that returns cancel to 0 often; with it on step values
+    that cancel only by design. The whitening leaves out the tokens whose advantage is exactly 0, and a return that
+    is 0 in exact arithmetic comes out as 0 or as 2.5e-8 depending on the order of float32 sums, in the authors'
+    code as in ours."""
     generator = np.random.default_rng(0)
     for _ in range(20):
         group_size, groups = int(generator.integers(2, 6)), int(generator.integers(1, 4))
@@ -212,12 +218,17 @@ def test_pure_equals_the_authors_computation_on_random_step_layouts():
             sorted(generator.choice(length, int(generator.integers(1, min(length, 5) + 1)), replace=False).tolist())
             for length in lengths
         ]
-        values = [generator.choice([-1.0, -0.5, 0.0, 0.3, 1.0], len(row)).tolist() for row in ends]
+        draw = (lambda n: generator.uniform(-1, 1, n)) if whitening else (lambda n: generator.choice(STEP_VALUES, n))
+        values = [draw(len(row)).tolist() for row in ends]
         rewards = torch.full((len(lengths), max(lengths)), -0.0)
         for i, (row_ends, row_values) in enumerate(zip(ends, values, strict=True)):
             rewards[i, row_ends] = torch.tensor(row_values) + 0.0
         mask = (torch.arange(max(lengths)) < torch.tensor(lengths).unsqueeze(-1)).long()
         index = [g for g in range(groups) for _ in range(group_size)]
-        advantages = estimate("pure", rewards, mask, index)
+        advantages = estimate("pure", rewards, mask, index, {"pure": {"batch_whitening": whitening}})
         expected = authors_pure_advantages(values, ends, lengths, group_size)
+        expected = authors_whitened(expected, mask) if whitening else expected
         np.testing.assert_allclose(advantages, expected.numpy(), atol=2e-5)
+
+
+STEP_VALUES = [-1.0, -0.5, 0.0, 0.3, 1.0]

@@ -20,7 +20,7 @@ from benchmarks.reporting.statistics import (
     seed_mean,
     steps_to_level,
 )
-from benchmarks.reporting.sweep import at_grid_edge, choose_lrs, single_lrs, sweep_table
+from benchmarks.reporting.sweep import at_grid_edge, beyond_edges, choose_lrs, single_lrs, sweep_table
 from benchmarks.reporting.tables import report_markdown, sweep_markdown
 
 VALIDATIONS = (0, 4, 8)
@@ -142,6 +142,26 @@ def test_sweep_chooses_the_argmax_on_validation_and_never_reads_test():
         final_report(runs, only(["grpo"], 3e-5), boot=10)
 
 
+def test_a_validation_split_report_reads_only_validation_and_says_so():
+    """The demonstration's report (``--split val``) leaves the test split unread; a result's never reads val."""
+
+    def run(cell, split, values):
+        other = {"val": "test", "test": "val"}[split]
+        return poisoned(summary(cell, 1e-4, 0, {split: level(values), other: level([0, 0, 0])}), other)
+
+    on_val = runs_of(run("grpo", "val", [2, 3, 4]), run("bot_grpo", "val", [2, 4, 5]))
+    result = to_json(final_report(on_val, only(["grpo", "bot_grpo"]), boot=10, split="val"))
+    assert result["split"] == "val"
+    assert result["cells"]["bot_grpo"]["final"]["pass@1"]["estimate"] == pytest.approx(5 / 8)
+    assert report_markdown({**result, "task": "token_credit"}).startswith("# Protocol report: token_credit (validation")
+    on_test = runs_of(run("grpo", "test", [2, 3, 4]))
+    assert to_json(final_report(on_test, only(["grpo"]), boot=10))["split"] == "test"
+    with pytest.raises(ValueError, match="run them with --validate val"):
+        final_report(
+            runs_of(summary("grpo", 1e-4, 0, {"test": level([2, 3, 4])})), only(["grpo"]), boot=10, split="val"
+        )
+
+
 def test_sweep_criteria_ties_and_borrowed_learning_rates():
     val = {1e-5: [2, 5, 3], 3e-5: [2, 3, 5], 1e-4: [2, 4, 4], 3e-4: [2, 2, 2]}  # last two tie at 0.5
     runs = runs_of(
@@ -163,6 +183,8 @@ def test_sweep_criteria_ties_and_borrowed_learning_rates():
     two = [{"cell": "dapo", "lr": 1e-5}, {"cell": "dapo", "lr": 1e-4}, {"cell": "gspo", "lr": 1e-4}]
     largest = {"dapo": {"lr": 1e-4, "chosen_by": "dapo"}, "gspo": {"lr": 1e-4, "chosen_by": "gspo"}}
     assert at_grid_edge(two, largest) == {"dapo": "largest"}  # gspo ran one lr: no grid, no edge
+    assert beyond_edges(chosen, at_grid_edge(rows, chosen)) == pytest.approx({"grpo": 1e-5 / 3, "pure": 1e-5 / 3})
+    assert beyond_edges(largest, {"dapo": "largest"}) == {"dapo": pytest.approx(3e-4)}
     assert "At the edge of the grid" in sweep_markdown("arith", rows, chosen, "last_two", SOLVED)
 
 
@@ -347,6 +369,14 @@ def test_as_asked_success_chooses_and_reports_on_its_own_counts(tmp_path):
     assert protocol_report.main([*base, "--lrs-from-sweep", str(sweep_file), "--out", str(out)]) == 0
     assert not (out / "sweep.json").exists()  # the choice is the given sweep's, not remade by the reward's verdict
     assert json.loads((out / "summary.json").read_text())["cells"]["dapo"]["lr"] == 1e-4
+    write(results, *(run(1e-3, seed, [3, 4, 6], [3, 4, 5], "test") for seed in (0, 1)))  # dapo re-tuned to 1e-3
+    retuned = tmp_path / "retuned.json"
+    retuned.write_text(json.dumps({"chosen": {"dapo": {"lr": 1e-3, "chosen_by": "dapo"}}}))
+    first, then = ["--lrs-from-sweep", str(sweep_file)], ["--lrs-from-sweep", str(retuned)]
+    assert protocol_report.main([*base, *first, *then, "--out", str(tmp_path / "retuned")]) == 0
+    assert json.loads((tmp_path / "retuned" / "summary.json").read_text())["cells"]["dapo"]["lr"] == 1e-3
+    assert protocol_report.main([*base, *then, *first, "--out", str(tmp_path / "first")]) == 0
+    assert json.loads((tmp_path / "first" / "summary.json").read_text())["cells"]["dapo"]["lr"] == 1e-4
 
 
 def test_final_report_lists_cells_not_run_and_refuses_cells_without_a_learning_rate():

@@ -91,11 +91,12 @@ def test_the_driver_checks_the_nodes_before_it_creates_the_trainer(monkeypatch):
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setattr(ray_nodes, "source_of", lambda function: function.__doc__)
     monkeypatch.setattr(ray_nodes, "require_plugin_on_every_node", lambda: calls.append("check"))
+    monkeypatch.setattr(driver, "check_run", lambda config: calls.append(("config", config)) or True)
 
     driver.CheckRayNodes().on_job_start(None, task_function=main)
     driver.CheckRayNodes().on_job_start(None, task_function=main)  # idempotent
-    assert module.run_ppo(None, Runner) == "runner"
-    assert calls == ["check", ("options", {"num_cpus": 1}), "remote"]
+    assert module.run_ppo("the config", Runner) == "runner"
+    assert calls == [("config", "the config"), "check", ("options", {"num_cpus": 1}), "remote"]
 
 
 def test_another_hydra_app_is_left_alone(monkeypatch):

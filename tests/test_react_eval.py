@@ -36,28 +36,39 @@ def write_dump(path: Path, levels: list[list[str]]) -> Path:
     return path
 
 
-def test_rates_and_the_win_rate_follow_the_levels(tmp_path):
+def test_rates_and_the_paired_level_comparison_follow_the_levels(tmp_path):
     a = write_dump(tmp_path / "a.jsonl", [["as asked", "renders"], ["compiles", "fails"]])
     b = write_dump(tmp_path / "b.jsonl", [["renders", "renders"], ["fails", "fails"]])
     result = react_eval.evaluate(a, b)
     assert result["a"]["compile_rate"][0] == 0.75 and result["a"]["render_rate"][0] == 0.5
-    assert result["a"]["as_asked_rate"][0] == 0.25 and result["b"]["as_asked_rate"][0] == 0.0
-    # prompt 0: A's as-asked beats B's render, renders tie; prompt 1: compiles beats fails, fails tie
-    assert result["win_rate_a_over_b"][0] == pytest.approx(0.75)
-    low, high = result["win_rate_a_over_b"][1:]
+    assert result["a"]["spec_rate"][0] == 0.25 and result["b"]["spec_rate"][0] == 0.0
+    # prompt 0: A's spec beats B's render, renders tie; prompt 1: compiles beats fails, fails tie
+    assert "win_rate_a_over_b" not in result, "without a judge no two components are compared"
+    assert result["paired_level_comparison_a_over_b"][0] == pytest.approx(0.75)
+    low, high = result["paired_level_comparison_a_over_b"][1:]
     assert low <= 0.75 <= high
     assert result["levels"] == {"prompts": ["prompt 0", "prompt 1"], "a": [[3, 2], [1, 0]], "b": [[2, 2], [0, 0]]}
-    assert result["template_share"] == {"a": 0.5, "b": 0.5}  # A's list under two names, B's repeats
+    shares = {"top1": 0.5, "top3": 1.0}  # A's list under two names, B's repeats
+    assert result["template_shares"] == {"a": shares, "b": shares}
 
 
-def test_the_template_share_is_the_most_frequent_response_with_names_set_aside():
+def test_the_template_shares_count_responses_with_names_literals_and_text_set_aside():
     def dump(*codes):
         return {f"prompt {p}": [{"output": fenced(code)} for code in codes[2 * p : 2 * p + 2]] for p in range(2)}
 
     distinct = dump(ANSWERS["fails"], ANSWERS["compiles"], REFERENCE, "export const answer = 1;\n")
-    assert react_eval.template_share(distinct) == 0.25
+    assert react_eval.template_shares(distinct) == {"top1": 0.25, "top3": 0.75}
     renamed = dump(REFERENCE, ANSWERS["fails"], LIST.format(name="CartList").replace("  ", "    "), REFERENCE)
-    assert react_eval.template_share(renamed) == 0.75  # other names and indentation: the same response
+    assert react_eval.template_shares(renamed)["top1"] == 0.75  # other names and indentation: the same response
+    template = "export function {0}() {{ const {1} = {2}; return <p className='{3}'>{4}, {{{1}}}</p>; }}\n"
+    reworded = dump(
+        template.format("LastUpdate", "name", 3, "a", "Last update"),
+        template.format("Hello", "title", "'x'", "big bold", "Hello there, world"),
+        template.format("Other", "n", "`y`", "", "Another text"),
+        template.format("Other", "n", "`y`", "", "Another text").replace("<p", "<h1").replace("</p", "</h1"),
+    )
+    # other names, literals and text: one template; another tag: another response
+    assert react_eval.template_shares(reworded) == {"top1": 0.75, "top3": 1.0}
 
 
 def evaluation(a_levels, b_levels, prompts=None):
@@ -80,7 +91,7 @@ def test_pooled_differences_pair_prompts_across_seeds():
         expected = sum(((a >= least).mean() - (b >= least).mean()) for a, b in levels) / 3
         assert pooled[rate]["estimate"] == pytest.approx(expected)
         assert pooled[rate]["low"] <= expected <= pooled[rate]["high"]
-    assert pooled["as_asked_rate"]["verdict"] == "better"  # A never below B, above on many prompts
+    assert pooled["spec_rate"]["verdict"] == "better"  # A never below B, above on many prompts
     same = [evaluation(s["levels"]["b"], s["levels"]["b"]) for s in seeds]
     flat = react_eval.pooled_differences(same, boot=200)
     assert flat["render_rate"] == {"estimate": 0.0, "low": 0.0, "high": 0.0, "verdict": "no difference at this scale"}

@@ -1,4 +1,4 @@
-"""Requirement checks (``extra_info["react_spec"]``) of reward_models/react_tsx.py: only the component the request
+"""Requirement checks (``extra_info["react_spec"]``) of the react_tsx reward: only the component the request
 asked for scores 1. Specs come from the demo corpus's own reference solutions (:func:`spec_from_reference`)."""
 
 import shutil
@@ -25,6 +25,7 @@ export function ShopList({ items }: ShopListProps) {
   );
 }
 """
+NOT_READ = LIST.replace("{ items }: ShopListProps", "props: { list: string[] }").replace("items.map", "props.list.map")
 SPEC = {"component": "ShopList", "elements": ["ul", "li"], "only_elements": True, "props": ["items"]}
 
 
@@ -50,10 +51,10 @@ def test_the_requested_component_meets_its_spec():
     [
         (LIST.replace("ShopList", "Other"), 2),  # no ShopList (so no props found either)
         (LIST.replace("<ul>", "<ol>").replace("</ul>", "</ol>"), 2),  # no <ul>, and <ol> not requested
-        (LIST.replace("{ items }: ShopListProps", "props: ShopListProps").replace("items.map", "props.items.map"), 1),
+        (NOT_READ, 1),
         ("export function ShopList() { return <div>Hello</div>; }\n", 4),  # a fixed template
     ],
-    ids=["wrong name", "wrong tag", "prop not destructured", "template"],
+    ids=["wrong name", "wrong tag", "prop not read", "template"],
 )
 def test_a_component_that_is_not_the_one_asked_for_scores_zero(code, unmet):
     result = score(code, SPEC)
@@ -65,12 +66,12 @@ def test_a_component_that_is_not_the_one_asked_for_scores_zero(code, unmet):
     ("code", "share"),
     [
         (LIST, 1.0),
-        (LIST.replace("{ items }: ShopListProps", "props: ShopListProps").replace("items.map", "props.items.map"), 0.8),
+        (NOT_READ, 0.8),
         (LIST.replace("<ul>", "<ol>").replace("</ul>", "</ol>"), 0.6),  # no <ul>; strays: one requirement
         ("export function ShopList() { return <div><p>a</p><p>b</p><span>c</span></div>; }\n", 0.2),
         ("export const Other = () => <b>x</b>;\n", 0.0),  # only its name is wrong, and that costs the prop too
     ],
-    ids=["as asked", "prop not destructured", "wrong tag", "template with strays", "nothing asked for"],
+    ids=["as asked", "prop not read", "wrong tag", "template with strays", "nothing asked for"],
 )
 def test_a_graded_requirement_score_is_the_share_of_the_specs_requirements_that_hold(code, share):
     # SPEC checks 5 requirements: the component ShopList, <ul>, <li>, only those elements, the prop items.
@@ -86,7 +87,7 @@ def test_a_graded_requirement_score_is_the_share_of_the_specs_requirements_that_
 
 
 def test_an_unknown_requirement_score_is_refused():
-    with pytest.raises(ValueError, match="requirements_score='most' is not allowed"):
+    with pytest.raises(ValueError, match="requirements_score='most' is not one of"):
         score(LIST, SPEC, requirements_score="most")
 
 

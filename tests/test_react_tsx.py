@@ -1,4 +1,4 @@
-"""Tests of reward_models/react_tsx.py, the React / TSX compile reward, against its real Node worker.
+"""Tests of bot_grpo_verl/rewards/react_tsx.py, the React / TSX compile reward, against its real Node worker.
 
 Corpus responses mark the characters the reward must penalise with ``⟦`` and ``⟧`` (removed before
 scoring), so every expected range is written by hand next to the code it belongs to.
@@ -16,6 +16,8 @@ import pytest
 from react_tsx_helpers import checked_codes, checker_differences, error_ranges, fenced, rt, unmark
 
 from bot_grpo_verl.reward.token_rewards import parse_reward_result
+from bot_grpo_verl.rewards import tsx_source
+from bot_grpo_verl.rewards.tsx_checker import TsxChecker
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node (Node.js >= 18) is not on PATH")
 
@@ -195,7 +197,7 @@ def test_verl_loads_it_by_path_and_forwards_reward_kwargs():
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     def config(name):
-        path = str(ROOT / "reward_models" / "react_tsx.py")
+        path = str(ROOT / "bot_grpo_verl" / "rewards" / "react_tsx.py")
         function = {"path": path, "name": name, "reward_kwargs": {"region": "line", "error_value": -0.5}}
         return OmegaConf.create({"reward": {"custom_reward_function": function}})
 
@@ -282,9 +284,9 @@ def test_diagnostics_are_capped_but_counted():
     ("options", "message"),
     [
         ({"regoin": "line"}, "unknown react_tsx option"),
-        ({"region": "block"}, "region='block' is not allowed"),
-        ({"level": "strict"}, "level='strict' is not allowed"),
-        ({"blocks": "first"}, "blocks='first' is not allowed"),
+        ({"region": "block"}, "region='block' is not one of"),
+        ({"level": "strict"}, "level='strict' is not one of"),
+        ({"blocks": "first"}, "blocks='first' is not one of"),
         ({"error_value": 0.0}, r"error_value=0.0 must lie in \[-1.0, 0.0\)"),
         ({"clean_value": 1.5}, r"clean_value=1.5 must lie in \[0.0, 1.0\]"),
         ({"clean_value": float("nan")}, "clean_value=nan must be a finite"),
@@ -316,7 +318,7 @@ SAMPLES = ["plain ascii", "日本語 text", "emoji 😀🎉 and ✨", "mixed 你
 @pytest.mark.parametrize("text", SAMPLES)
 def test_code_units_match_the_encoding(text, units, encoding):
     width = 2 if encoding == "utf-16-le" else 1
-    code_units = getattr(rt, units)(text)
+    code_units = getattr(tsx_source, units)(text)
     for index in range(len(text) + 1):
         offset = len(text[:index].encode(encoding)) // width
         assert (code_units.index(offset), code_units.offset(index)) == (index, offset)
@@ -324,20 +326,20 @@ def test_code_units_match_the_encoding(text, units, encoding):
 
 
 def test_utf16_offset_inside_a_surrogate_pair_maps_to_its_character():
-    assert rt.utf16_units("a😀b").index(2) == 1
+    assert tsx_source.utf16_units("a😀b").index(2) == 1
 
 
 @pytest.mark.parametrize("text", SAMPLES)
 def test_utf8_column_to_index_matches_utf8_encoding(text):
-    positions = rt.CodeMap(text)
+    positions = tsx_source.CodeMap(text)
     for index in range(len(text)):
         row = max(row for row, start in enumerate(positions.starts) if start <= index)
         column = len(text[positions.starts[row] : index].encode("utf-8"))
-        assert rt.utf8_column_to_index(positions, row + 1, column) == index
+        assert tsx_source.utf8_column_to_index(positions, row + 1, column) == index
 
 
 def test_line_starts_use_esbuild_line_breaks():
-    assert rt.line_starts("a\r\nb\rc\nd\u2028e\u2029f\x0cg") == [0, 3, 5, 7, 9, 11]
+    assert tsx_source.line_starts("a\r\nb\rc\nd\u2028e\u2029f\x0cg") == [0, 3, 5, 7, 9, 11]
 
 
 @pytest.mark.parametrize(
@@ -408,7 +410,7 @@ FAKE_WORKERS = {
 def fake_checker(tmp_path, behaviour: str):
     script = tmp_path / "worker.mjs"
     script.write_text(FAKE_WORKERS[behaviour])
-    return rt.TsxChecker(script=script)
+    return TsxChecker(script=script)
 
 
 def test_crash_during_a_request_is_a_checker_error(tmp_path):
@@ -431,7 +433,7 @@ def test_hung_worker_times_out_and_is_killed(tmp_path):
 def test_worker_that_cannot_start_raises_a_setup_error(tmp_path):
     with pytest.raises(rt.CheckerSetupError, match="did not start"):
         fake_checker(tmp_path, "never ready").check(["x"], "syntax", False, 20, timeout=10)
-    checker = rt.TsxChecker()
+    checker = TsxChecker()
     checker.node = None
     with pytest.raises(rt.CheckerSetupError, match="node is not on PATH"):
         checker.check(["x"], "syntax", False, 20, timeout=10)
@@ -448,6 +450,17 @@ def test_timeout_scores_zero_with_a_flag(tmp_path, monkeypatch, scorer):
         result = asyncio.run(rt.compute_score_async("react", text, None, timeout=0.3))
     assert (result["score"], result["spans"], result["checker_error"], result["num_blocks"]) == (0.0, [], 1, 1)
     hanging.close()
+
+
+def test_the_blocking_entry_point_works_inside_a_running_event_loop():
+    text = fenced("export const A = () => <p>ok</p>;\nconst b: number = 'x';")
+
+    async def inside_a_loop():
+        return rt.compute_score("react", text, None, level="types")
+
+    result = asyncio.run(inside_a_loop())
+    assert result == rt.compute_score("react", text, None, level="types")
+    assert (result["score"], result["num_diagnostics"]) == (0.0, 1)
 
 
 def test_forked_child_starts_its_own_worker():

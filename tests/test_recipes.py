@@ -28,10 +28,13 @@ from tensordict import TensorDict
 from verl import DataProto
 
 from benchmarks.local_tokenizers import byte_level_bpe
-from recipes import algorithms
+from bot_grpo_verl.estimators.bot_grpo import BoTGRPOConfig
+from bot_grpo_verl.estimators.pure import PUREConfig
+from bot_grpo_verl.reward.manager import TokenRewardConfig
+from recipes import algorithms, report
 from recipes.data import prepare_aime, prepare_react
 from recipes.data.common import DataError
-from recipes.launch import command
+from recipes.launch import command, keep_earlier_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 from recipes.launch import main as launch  # noqa: E402
@@ -53,6 +56,8 @@ ALGORITHM_KEYS = (
     "reward.custom_reward_function.path",
     "reward.custom_reward_function.reward_kwargs.token_reward_path",
     "trainer.experiment_name",  # the run's name
+    "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH",  # the run's folder: its metrics
+    "trainer.validation_data_dir",  # and its validation samples
     "ray_kwargs.ray_init.runtime_env.env_vars.BOT_GRPO_SELECTED",  # the plugin's presets select it in every worker
 )
 # Keys verl's config does not define and that a recipe adds on purpose ('+'); anything else must exist.
@@ -60,6 +65,7 @@ NEW_KEYS = (
     "reward.custom_reward_function.reward_kwargs.",  # options of the reward function
     "reward.reward_kwargs.",  # verl's dapo reward manager reads its overlong settings here
     "data.apply_chat_template_kwargs.",  # an empty dict in verl's config
+    "ray_kwargs.ray_init.runtime_env.env_vars.",  # the environment of verl's processes (the metrics file's path)
 )
 PRODUCT = [(t, m, a) for t in algorithms.TASKS for m in algorithms.MODELS for a in algorithms.ALGORITHMS]
 # Composing costs ~0.5 s of YAML parsing a call: every algorithm with one model, every other model with DAPO
@@ -192,6 +198,20 @@ EXPECTED = {
     "pure_sum": {"algorithm.adv_estimator": "pure", "algorithm.pure.credit": "sum"},
 }  # fmt: skip
 OUTCOME = ("grpo", "dr_grpo", "dapo", "gspo")
+PLUGIN_OPTIONS = {
+    "algorithm.bot_grpo.": lambda config: BoTGRPOConfig.from_algorithm_config(config.algorithm),
+    "algorithm.pure.": lambda config: PUREConfig.from_algorithm_config(config.algorithm),
+    "reward.bot_token.": lambda config: TokenRewardConfig.from_reward_config(config.reward),
+}
+
+
+def effective(config, key: str):
+    """The value a run reads for ``key``: the plugin's options as their dataclass reads them (a preset lists an
+    option at its default as null), any other key as composed."""
+    prefix = next((prefix for prefix in PLUGIN_OPTIONS if key.startswith(prefix)), None)
+    if prefix is None:
+        return OmegaConf.select(config, key)
+    return getattr(PLUGIN_OPTIONS[prefix](config), key[len(prefix) :])
 
 
 @pytest.mark.parametrize("task", algorithms.TASKS)
@@ -201,7 +221,7 @@ def test_each_algorithm_has_its_papers_settings(composed, task):
         config = composed(*recipe(task, FIRST_MODEL, algorithm))
         for key, value in expected.items():
             value = config.data.max_response_length if value == "max_response_length" else value
-            assert OmegaConf.select(config, key) == value, (algorithm, key)
+            assert effective(config, key) == value, (algorithm, key)
         path = Path(config.reward.custom_reward_function.path)
         if algorithm in OUTCOME:  # scalar outcome through the wrapper, same function underneath
             assert path == ROOT / "recipes" / "outcome_reward.py"
@@ -363,7 +383,7 @@ def test_launch_runs_every_seed_of_the_task_by_default(capsys, tmp_path):
         launch(["--task", "aime", "--model", "gpt-5", "--algorithm", "pure"])
 
 
-def test_launch_runs_the_commands_and_stops_at_the_first_failure(monkeypatch, tmp_path):
+def test_launch_runs_the_commands_in_sequence_when_asked_and_stops_at_the_first_failure(monkeypatch, tmp_path):
     ran = []
 
     def run(argv, check):
@@ -371,10 +391,92 @@ def test_launch_runs_the_commands_and_stops_at_the_first_failure(monkeypatch, tm
         return subprocess.CompletedProcess(argv, returncode=0 if len(ran) == 1 else 3)
 
     monkeypatch.setattr(subprocess, "run", run)
-    assert launch(["--task", "react", "--model", "qwen2.5-3b", "--algorithm", "dapo", "--data-dir", str(tmp_path)]) == 3
-    assert ran == [
-        command("react", "qwen2.5-3b", "dapo", seed, tmp_path, []) for seed in algorithms.TASKS["react"].seeds[:2]
+    where = ["--data-dir", str(tmp_path), "--runs-dir", str(tmp_path / "runs")]
+    assert launch(["--task", "react", "--model", "qwen2.5-3b", "--algorithm", "dapo", "--sequential", *where]) == 3
+    seeds = algorithms.TASKS["react"].seeds
+    assert ran == [command("react", "qwen2.5-3b", "dapo", seed, tmp_path, [], tmp_path / "runs") for seed in seeds[:2]]
+    # verl's file logger does not make its folder: the launcher does, before the run
+    assert sorted(path.name for path in (tmp_path / "runs" / "react" / "qwen2.5-3b" / "dapo").iterdir()) == [
+        "seed0",
+        "seed1",
     ]
+
+
+def test_launch_starts_one_run_and_refuses_more_unless_asked(monkeypatch, tmp_path, capsys):
+    ran = []
+    monkeypatch.setattr(subprocess, "run", lambda argv, check: ran.append(argv) or subprocess.CompletedProcess(argv, 0))
+    where = ["--data-dir", str(tmp_path), "--runs-dir", str(tmp_path / "runs")]
+    assert launch(["--task", "aime", "--model", "smollm3-3b", "--algorithm", "pure", *where]) == 2
+    assert ran == [] and capsys.readouterr().err.startswith("PROBLEM: this would start 3 runs one after the other")
+    assert launch(["--task", "aime", "--model", "smollm3-3b", "--algorithm", "pure", "--seed", "1", *where]) == 0
+    assert ran == [command("aime", "smollm3-3b", "pure", 1, tmp_path, [], tmp_path / "runs")]
+
+
+def test_run_sh_without_seed_refuses_to_start_every_algorithm_and_seed(tmp_path):
+    """The default plan (every algorithm x every seed) is refused before anything starts; a ``python`` on PATH
+    that records its calls shows that only the launcher ran."""
+    calls = tmp_path / "calls"
+    shim = tmp_path / "bin" / "python"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if key not in ("SEED", "ALGORITHM", "DRY_RUN", "SEQUENTIAL")}
+    env |= {"PATH": f"{shim.parent}:{env['PATH']}", "PYTHONPATH": str(ROOT)}
+    env.pop("PYTHON", None)
+    process = subprocess.run(
+        ["bash", str(ROOT / "recipes" / "react" / "run.sh")], env=env, capture_output=True, text=True, timeout=120
+    )
+    runs = len(algorithms.ALGORITHMS) * len(algorithms.TASKS["react"].seeds)
+    assert process.returncode == 2, process.stderr
+    assert process.stderr.startswith(f"PROBLEM: this would start {runs} runs one after the other") and runs == 42
+    assert "ALGORITHM=bot_grpo SEED=0" in process.stderr and "SEQUENTIAL=1" in process.stderr
+    assert process.stdout == "" and calls.read_text().splitlines() == [
+        "-m recipes.launch --task react --model qwen2.5-3b --algorithm all"
+    ]
+
+
+@pytest.mark.parametrize(("task", "algorithm"), [("react", "grpo"), ("aime", "bot_grpo")])
+def test_every_recipe_keeps_its_metrics_and_validation_samples_in_its_run_folder(composed, task, algorithm):
+    config = composed(*recipe(task, FIRST_MODEL, algorithm))
+    folder = algorithms.run_folder(algorithms.RUNS, task, FIRST_MODEL, algorithm, 0)
+    assert folder == ROOT / "runs" / "recipes" / task / FIRST_MODEL / algorithm / "seed0"
+    assert list(config.trainer.logger) == ["console", "file"]
+    environment = config.ray_kwargs.ray_init.runtime_env.env_vars  # what verl's trainer process gets
+    assert environment["VERL_FILE_LOGGER_PATH"] == str(folder / "metrics.jsonl")
+    assert config.trainer.validation_data_dir == str(folder / "validation")
+    assert config.trainer.val_before_train and config.data.val_files.endswith("test.parquet")
+
+
+def test_verls_file_logger_writes_where_the_recipe_says(tmp_path, monkeypatch):
+    """verl's own Tracking with the recipe's logger list and environment writes the JSONL lines the report reads."""
+    from verl.utils.tracking import Tracking
+
+    from demo.training import read_metrics
+
+    (logger,) = [text for text in recipe("react", FIRST_MODEL, "grpo") if text.startswith("trainer.logger=")]
+    path = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(path))
+    tracking = Tracking("bot-grpo-react", "run", default_backend=PARSER.parse_override(logger).value())
+    tracking.log({"val-core/react_tsx/reward/mean@4": 0.25}, step=0)
+    tracking.log({"critic/score/mean": 0.5, "timing_s/step": 3.0}, step=1)
+    del tracking
+    assert read_metrics(path) == [
+        {"step": 0, "val-core/react_tsx/reward/mean@4": 0.25},
+        {"step": 1, "critic/score/mean": 0.5, "timing_s/step": 3.0},
+    ]
+
+
+def test_a_resumed_run_keeps_the_metrics_of_its_earlier_start(tmp_path):
+    folder = tmp_path / "react" / "m" / "grpo" / "seed0"
+    assert keep_earlier_metrics(folder) is None and folder.is_dir()
+    (folder / "metrics.jsonl").write_text('{"step": 1, "data": {"x": 1}}\n')
+    assert keep_earlier_metrics(folder) == folder / "metrics.1.jsonl"
+    (folder / "metrics.jsonl").write_text('{"step": 1, "data": {"x": 2}}\n{"step": 2, "data": {"x": 3}}\n')
+    assert keep_earlier_metrics(folder) == folder / "metrics.2.jsonl"
+    (folder / "metrics.jsonl").write_text("")
+    assert keep_earlier_metrics(folder) is None  # an empty file: nothing to keep
+    (folder / "metrics.jsonl").write_text('{"step": 2, "data": {"y": 4}}\n')
+    assert report.metric_rows(folder) == [{"step": 1, "x": 2}, {"step": 2, "x": 3, "y": 4}]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -632,3 +734,89 @@ def test_the_aime_run_with_the_prm_on_its_own_gpu_divides_its_batches_over_seven
     assert batch // mini_batch == eight.data.train_batch_size // eight.actor_rollout_ref.actor.ppo_mini_batch_size
     readme = (ROOT / "recipes" / "README.md").read_text()
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6 bash recipes/aime/run.sh " + " ".join(extra[:1]) in readme
+
+
+def write_gpu_run(folder: Path, requests: list[str], correct: dict[int, list[int]], logged: list[list[int]]) -> None:
+    """A recipe run's record as verl leaves it: file-logger parts (``logged``: the steps of each start, earlier
+    first; step 0 is the validation before training) and validation dumps of 2 samples a request, ``correct``
+    giving per validation step how many of each request's samples score 1."""
+    names = [f"metrics.{number}.jsonl" for number in range(1, len(logged))] + ["metrics.jsonl"]
+    folder.mkdir(parents=True)
+    for name, steps in zip(names, logged, strict=True):
+        lines = [
+            {"step": step, "data": {"timing_s/step": 2.0, "response_length/mean": 100.0 + step} if step else {}}
+            for step in steps
+        ]
+        (folder / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (folder / "validation").mkdir()
+    for step, counts in correct.items():
+        samples = [
+            {
+                "input": f"<|im_start|>system\nOne TSX component.<|im_end|>\n<|im_start|>user\n{request}<|im_end|>\n",
+                "output": "```tsx\n...\n```",
+                "score": float(sample < count),
+                "step": step,
+            }
+            for request, count in zip(requests, counts, strict=True)
+            for sample in range(2)
+        ]
+        (folder / "validation" / f"{step}.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+
+
+def test_the_recipes_logs_become_the_protocols_report(tmp_path, capsys):
+    """Synthetic GPU runs (two algorithms x two seeds, one resumed, one unfinished) through ``recipes.report``: the
+    report holds each finished run once, with the Pass@1 its validation samples give."""
+    requests = [f"Build a counter component number {i}." for i in range(3)]
+    data = tmp_path / "data"
+    data.mkdir()
+    prompts = [[{"role": "system", "content": "One TSX component."}, {"role": "user", "content": r}] for r in requests]
+    pd.DataFrame({"prompt": prompts}).to_parquet(data / "test.parquet")
+    runs = tmp_path / "runs" / "react" / FIRST_MODEL
+    grpo, bot = {0: [1, 0, 0], 4: [1, 1, 0]}, {0: [1, 0, 0], 4: [2, 1, 1]}  # successes of 2 samples per request
+    write_gpu_run(runs / "grpo" / "seed0", requests, grpo, [[0, 1, 2, 3, 4]])
+    write_gpu_run(runs / "grpo" / "seed1", requests, grpo, [[0, 1, 2, 3], [2, 3, 4]])  # resumed after step 2
+    write_gpu_run(runs / "bot_grpo" / "seed0", requests, bot, [[0, 1, 2, 3, 4, 5]])  # cut at --steps 4
+    write_gpu_run(runs / "bot_grpo" / "seed1", requests, bot, [[0, 1, 2, 3, 4]])
+    write_gpu_run(runs / "bot_grpo" / "seed2", requests, {0: [1, 0, 0]}, [[0, 1, 2]])  # unfinished
+    out = tmp_path / "report"
+    argv = ["--task", "react", "--model", FIRST_MODEL, "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(data)]
+    assert report.main([*argv, "--steps", "4", "--out", str(out), "--boot", "200", "--ks", "1,2"]) == 0
+    printed = capsys.readouterr().out
+    assert "left out, not at step 4: bot_grpo seed2 (reached step 2)" in printed
+    assert sorted(path.name for path in (out / "react" / "runs").iterdir()) == [
+        "bot_grpo__lrbase__seed0.json",
+        "bot_grpo__lrbase__seed1.json",
+        "grpo__lrbase__seed0.json",
+        "grpo__lrbase__seed1.json",
+    ]
+    resumed = json.loads((out / "react" / "runs" / "grpo__lrbase__seed1.json").read_text())
+    assert resumed["steps"] == 5 and resumed["train"]["response_length/mean"] == [None, 101.0, 102.0, 103.0, 104.0]
+    assert resumed["held_out"]["4"] == {"test": [[2, 1], [2, 1], [2, 0]]}
+    summary = json.loads((out / "react" / "summary.json").read_text())
+    assert summary["split"] == "test" and summary["baseline"] == "grpo" and summary["ks"] == [1, 2]
+    cells = summary["cells"]
+    assert cells["grpo"]["steps"] == cells["bot_grpo"]["steps"] == [0.0, 4.0]
+    assert cells["grpo"]["seeds"] == cells["bot_grpo"]["seeds"] == [0, 1]
+    assert cells["grpo"]["final"]["pass@1"]["estimate"] == pytest.approx(1 / 3)
+    assert cells["bot_grpo"]["final"]["pass@1"]["estimate"] == pytest.approx(2 / 3)
+    assert cells["bot_grpo"]["change"]["pass@1"]["estimate"] == pytest.approx(2 / 3 - 1 / 6)
+    (versus,) = [c for c in summary["comparisons"] if c["cell"] == "bot_grpo" and c["versus"] == "grpo"]
+    assert versus["pass@1"]["estimate"] == pytest.approx(1 / 3)
+    assert {path.name for path in (out / "react").iterdir()} >= {"summary.md", "curves.png", "forest.png"}
+    assert (out / "react" / "summary.md").read_text() in printed
+
+
+def test_the_report_names_what_is_missing(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    prompt = [{"role": "user", "content": "Same request."}]
+    argv = ["--task", "aime", "--model", FIRST_MODEL, "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(data)]
+    pd.DataFrame({"prompt": [prompt]}).to_parquet(data / "test.parquet")
+    assert report.main(argv) == 1
+    steps = algorithms.TASKS["aime"].total_training_steps
+    assert capsys.readouterr().err == (
+        f"PROBLEM: no run of aime with {FIRST_MODEL} reached step {steps} under {tmp_path / 'runs'}\n"
+    )
+    pd.DataFrame({"prompt": [prompt, prompt]}).to_parquet(data / "test.parquet")
+    assert report.main(argv) == 1
+    assert "rows 0 and 1 ask the same prompt" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 assembly, and the estimator at the end of the chain."""
 
 import asyncio
+import logging
 import pickle
 import re
 import textwrap
@@ -13,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 from conftest import verl_config
-from omegaconf import open_dict
 from reference import reference_bot_grpo, reference_token_values
 from tensordict import TensorDict
 from tokenizer_fixtures import counting_decodes
@@ -25,6 +25,7 @@ from verl.trainer.ppo.reward import load_reward_manager
 
 from benchmarks.local_tokenizers import byte_level_bpe
 from bot_grpo_verl.reward.manager import (
+    REWARD_CONFIG_ERROR_KEY,
     REWARD_ERROR_KEY,
     BoTTokenRewardManager,
     TokenRewardConfig,
@@ -76,6 +77,15 @@ REWARD_FUNCTIONS = textwrap.dedent(
 
     def string_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
         return {"score": "0.5"}
+
+    def looks_up(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        table = {}
+        return {"score": table["my_lookup_table"]}
+
+    def refuses_its_options(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        from bot_grpo_verl.rewards.tool_arithmetic import ToolArithmeticConfig
+
+        return float(ToolArithmeticConfig.from_kwargs({"scor": "answer"}).score == "answer")
     """
 )
 
@@ -231,6 +241,43 @@ def test_bad_results_name_the_sample(tokenizer_dir, functions_file, function, me
     score = result["reward_score"]
     assert score.error == result["reward_extra_info"][REWARD_ERROR_KEY] and np.isnan(score)
     assert len(score.token_rewards) == sample.batch["responses"].shape[-1] and np.isnan(score.token_rewards).all()
+
+
+def test_an_exception_of_the_reward_names_its_file_and_line_and_is_logged_once_with_its_traceback(
+    tokenizer_dir, functions_file, caplog
+):
+    config = reward_config(tokenizer_dir, functions_file, "looks_up")
+    tokenizer = byte_level_bpe()
+    line = REWARD_FUNCTIONS.splitlines().index('    return {"score": table["my_lookup_table"]}') + 1
+    with caplog.at_level(logging.ERROR, logger="bot_grpo_verl.reward.manager"):
+        messages = [
+            run_in_worker_loop(
+                lambda: load_reward_manager(config, tokenizer),
+                lambda m, uid=uid: m.run_single(agent_loop_sample(tokenizer, RESPONSES[0], uid=uid)),
+            )["reward_extra_info"][REWARD_ERROR_KEY]
+            for uid in ("p1", "p2")
+        ]
+    where = f'(raised at {functions_file}:{line} in looks_up: return {{"score": table["my_lookup_table"]}})'
+    assert (
+        messages[0]
+        == f"bot_token reward failed for sample uid=p1 data_source='react_tsx': KeyError: 'my_lookup_table' {where}"
+    )
+    logged = [record.getMessage() for record in caplog.records if "my_lookup_table" in record.getMessage()]
+    assert len(logged) == 1 and f'File "{functions_file}", line {line}, in looks_up' in logged[0]  # once per place
+
+
+def test_a_reward_that_refuses_its_options_is_a_configuration_error_not_a_sample_failure(tokenizer_dir, functions_file):
+    config = reward_config(tokenizer_dir, functions_file, "refuses_its_options")
+    tokenizer = byte_level_bpe()
+    sample = agent_loop_sample(tokenizer, RESPONSES[0], uid="p3")
+    info = run_in_worker_loop(lambda: load_reward_manager(config, tokenizer), lambda m: m.run_single(sample))[
+        "reward_extra_info"
+    ]
+    assert REWARD_ERROR_KEY not in info
+    assert info[REWARD_CONFIG_ERROR_KEY].startswith(
+        "the reward function refused its options (first seen with sample uid=p3 data_source='react_tsx'): unknown "
+        "tool_arithmetic option(s) ['scor']; did you mean 'score'?"
+    )
 
 
 @pytest.mark.parametrize(
@@ -403,8 +450,9 @@ def test_preset_selects_estimator_and_reward_manager_in_one_override(tokenizer_d
     config = reward_config(tokenizer_dir, functions_file)
     assert config.algorithm.adv_estimator == "bot_grpo"
     assert config.reward.reward_manager.name == "bot_token"
-    with open_dict(config):
-        assert dict(config.reward.bot_token) == {option.name: option.default for option in fields(TokenRewardConfig)}
+    # every option listed, at null (its default), so that hydra takes it with or without '+'
+    assert set(config.reward.bot_token) == {option.name for option in fields(TokenRewardConfig)}
+    assert TokenRewardConfig.from_reward_config(config.reward) == TokenRewardConfig()
 
 
 @pytest.mark.parametrize(
@@ -423,7 +471,7 @@ def test_a_graded_react_spec_reaches_the_token_rewards_through_the_bot_token_man
     renders an <ol>: no <ul>, and a stray element), so its outcome is 0.6: every token outside the two error spans
     on the stray tag gets 0.6, those get -1. Under another name it meets 1 (<li>), which ``fraction_named`` does
     not count: outcome 0."""
-    reward_file = Path(__file__).resolve().parents[1] / "reward_models" / "react_tsx.py"
+    reward_file = Path(__file__).resolve().parents[1] / "bot_grpo_verl" / "rewards" / "react_tsx.py"
     config = reward_config(
         tokenizer_dir,
         reward_file,

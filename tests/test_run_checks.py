@@ -11,6 +11,7 @@ from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 from verl.trainer.ppo.reward import resolve_reward_manager_cls
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer
 
+from bot_grpo_verl.options import OptionError
 from bot_grpo_verl.plugin import estimators
 from bot_grpo_verl.reward.manager import REWARD_ERROR_KEY, failed_sample
 from bot_grpo_verl.run_checks import (
@@ -139,8 +140,9 @@ def test_a_failed_reward_stops_the_run_with_the_uid_the_problem_and_the_fix(capl
     message = str(stopped.value)
     assert message.startswith("bot-grpo-verl: bot_token reward failed for sample uid=u1 data_source='t': ValueError")
     assert message.endswith(
-        "fix the reward function (what it may return: docs/token-rewards.md#the-contract), "
-        "or set reward.bot_token.on_error=skip to leave such samples out"
+        "fix the reward function (what it may return: docs/token-rewards.md#the-contract; 'bot-grpo-verl "
+        "check-reward FILE' tries it on real rows in seconds), or set reward.bot_token.on_error=skip to leave such "
+        "samples out"
     )
     assert checked_batch(caplog, [SCORED, SPANS], ["+preset=bot_grpo"]) == (BatchVerdict(), [])
 
@@ -153,6 +155,21 @@ def test_with_on_error_skip_failed_samples_are_left_out_and_counted(caplog):
     assert checked_batch(caplog, [SCORED], overrides) == (BatchVerdict(metrics={SKIPPED_METRIC: 0}), [])
     with pytest.raises(RuntimeError, match="every sample of the batch failed its reward, the first: .*uid=u1"):
         checked_batch(caplog, [failure("u1"), failure("u2")], overrides)
+
+
+@pytest.mark.parametrize("on_error", ["stop", "skip"])
+def test_a_reward_that_refuses_its_options_stops_the_run_once_as_a_configuration_error(caplog, on_error):
+    refused = failed_sample("the reward function refused its options (first seen with sample uid=u1): unknown", 4, True)
+    infos = [SCORED, refused["reward_extra_info"], refused["reward_extra_info"], failure("u2")]
+    with pytest.raises(OptionError) as stopped:
+        checked_batch(caplog, infos, ["+preset=bot_grpo", f"reward.bot_token.on_error={on_error}"], first=False)
+    message = str(stopped.value)
+    assert message.startswith("bot-grpo-verl: configuration error: the reward function refused its options")
+    assert message.count("refused") == 1 and "uid=u2" not in message and "on_error" not in message
+    assert message.endswith(
+        "fix reward.custom_reward_function.reward_kwargs ('bot-grpo-verl check-reward FILE "
+        "--reward-kwargs ...' checks them in seconds)"
+    )
 
 
 def test_a_failed_sample_keeps_the_filter_metric_and_no_reward():

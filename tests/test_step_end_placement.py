@@ -26,6 +26,23 @@ def test_uncovered_tokens_end_no_step_and_a_zero_step_stays_a_step():
     assert covered.tolist() == [True, True, True, False, False]
 
 
+def test_valued_uncovered_tokens_are_one_more_step_ending_at_the_last_of_them():
+    rewards, covered = step_end_rewards(RANGES, [(2, 4, 1.0), (4, 6, 0.0)], 0.5, 10, uncovered=-0.0)
+    assert is_step_end(rewards).tolist() == [False, True, True, False, True]  # -0.0 given: stored as a 0 step
+    assert rewards.tolist() == [0.0, 1.0, 0.0, 0.0, 0.0] and covered.tolist() == [False, True, True, False, False]
+    rewards, _ = step_end_rewards(RANGES, [], score=0.5, text_length=10, uncovered=2.0)
+    assert rewards.tolist() == [0.0, 0.0, 0.0, 0.0, 2.0] and is_step_end(rewards).sum() == 1
+
+
+def test_the_manager_gives_uncovered_tokens_their_value_and_clips_it():
+    ranges, text = np.vstack([RANGES, [[10, 10]]]), "ab\n\ncd\n\nef"  # a sixth token: EOS, no characters
+    result = {"score": 0.0, "spans": [(0, 10, 1.0)], "uncovered": 3.0}
+    rewards, info = aligned_token_rewards(result, text, ranges, TokenRewardConfig(clip_range=(-1.0, 1.0)))
+    assert rewards.tolist() == [1.0] * 6 and info["span_coverage"] == 5 / 6  # the EOS: 3 clipped, not the score
+    rewards, _ = aligned_token_rewards(result, text, ranges, TokenRewardConfig(placement="step_end"))
+    assert rewards.tolist() == [0.0, 0.0, 0.0, 0.0, 1.0, 3.0] and is_step_end(rewards).sum() == 2
+
+
 @pytest.mark.parametrize("spans", [[], [(3, 4, 9.0)]], ids=["no spans", "spans that own no token"])
 def test_a_response_without_steps_is_one_step_valued_at_its_outcome(spans):
     rewards, _ = step_end_rewards(RANGES, spans, score=0.0, text_length=10)

@@ -16,9 +16,10 @@ from tiny_demo import TINY as DEMO_TINY
 
 from benchmarks import matrix
 from benchmarks import token_credit as study
+from bot_grpo_verl.reward.manager import TokenRewardConfig, aligned_token_rewards
 from bot_grpo_verl.reward.token_rewards import parse_reward_result
 from bot_grpo_verl.rewards import token_credit
-from demo.assets import build_assets
+from demo.assets import build_assets, install_warm_start
 from demo.tiny_model import response_ids, train_tokenizer
 from demo.token_credit import (
     ALPHABET,
@@ -42,6 +43,11 @@ def score(text, ground_truth="b f a c", **options):
 
 def labels(result):
     return [value for _, _, value in result["spans"]]
+
+
+def all_labels(result):
+    """The items' labels, then the stop's (the EOS's)."""
+    return [*labels(result), result["uncovered"]]
 
 
 # ---------------------------------------------------------------- problem generation
@@ -113,12 +119,13 @@ def test_a_right_answer_scores_one_with_every_label_one_and_spans_tiling_it():
     result = score("b f a c")
     assert (result["score"], result["acc"], result["items_correct"], result["length_error"]) == (1.0, 1.0, 1.0, 0.0)
     assert result["spans"] == [(0, 1, 1.0), (1, 3, 1.0), (3, 5, 1.0), (5, 7, 1.0)]
+    assert result["uncovered"] == 1.0
 
 
 @pytest.mark.parametrize(
     ("response", "expected", "items_correct"),
     [
-        ("b f x c", [1, 1, 0, 1], 0.75),  # one wrong letter
+        ("b f x c", [1, 1, 0, 1], 0.75),  # one wrong letter, stopped at the right length
         ("b a c", [1, 0, 0], 0.25),  # a dropped letter shifts every later one
         ("b f a c c", [1, 1, 1, 1, 0], 1.0),  # one past the end
         ("b f", [1, 1], 0.5),  # stopped early
@@ -131,6 +138,7 @@ def test_wrong_answers_score_zero_with_their_letters_labelled_in_place(response,
     assert labels(result) == expected == reference_labels(response, "b f a c")
     assert result["items_correct"] == items_correct
     assert result["length_error"] == len(expected) - 4
+    assert result["uncovered"] == float(len(expected) == 4)  # the stop: right only at the reference's length
 
 
 def test_the_reward_matches_the_independent_labels_on_random_answers():
@@ -150,13 +158,26 @@ def test_the_reward_matches_the_independent_labels_on_random_answers():
         result = score(response, problem.response)
         assert labels(result) == reference_labels(response, problem.response)
         assert result["score"] == float(response.split() == problem.response.split())
+        assert result["uncovered"] == float(len(response.split()) == len(problem.items))
         covered = "".join(response[start:end] for start, end, _ in result["spans"])
         assert covered == response.rstrip()  # tiling up to the last item
 
 
-def test_spans_become_one_reward_per_letter_token_and_the_outcome_on_eos():
-    parsed = parse_reward_result(score("b f x c"), len("b f x c"))
-    assert parsed.score == 0.0 and [value for *_, value in parsed.spans] == [1.0, 1.0, 0.0, 1.0]
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [("b f x c", [1.0, 1.0, 0.0, 1.0, 1.0]), ("b f", [1.0, 1.0, 0.0]), ("b f a c c", [1.0, 1.0, 1.0, 1.0, 0.0, 0.0])],
+    ids=["wrong letter, right stop", "stopped early", "stopped late"],
+)
+def test_spans_become_one_reward_per_letter_token_and_the_stops_label_on_eos(response, expected):
+    ranges = np.array([[0, 1], *[[i - 1, i + 1] for i in range(2, len(response), 2)], [len(response)] * 2])
+    assert "".join(response[start:end] for start, end in ranges) == response  # " x" tokens, then an EOS
+    result = score(response)
+    parsed = parse_reward_result(result, len(response))
+    assert parsed.score == 0.0 and parsed.uncovered == expected[-1]
+    rewards, info = aligned_token_rewards(result, response, ranges, TokenRewardConfig())
+    assert rewards.tolist() == expected  # the outcome (0) is on no token: the EOS carries whether it stopped right
+    steps, _ = aligned_token_rewards(result, response, ranges, TokenRewardConfig(placement="step_end"))
+    assert steps.tolist() == expected  # each letter a step, and the stop one more (ps_grpo, pure)
 
 
 @pytest.mark.parametrize("flip", [0.1, 0.3])
@@ -172,10 +193,10 @@ def test_noisy_labels_flip_at_the_asked_rate_stably_per_sample_and_leave_the_sco
             clean["acc"],
             clean["items_correct"],
         )
-        changed = [a != b for a, b in zip(labels(clean), labels(noisy), strict=True)]
+        changed = [a != b for a, b in zip(all_labels(clean), all_labels(noisy), strict=True)]
         assert noisy["flipped"] == pytest.approx(sum(changed) / len(changed))
         flipped, total = flipped + sum(changed), total + len(changed)
-    # ~14,000 labels: the binomial standard error is under 0.004
+    # ~14,000 labels: the binomial standard error is under 0.004 (the stops' 400 among them)
     assert abs(flipped / total - flip) < 0.015
 
 
@@ -266,9 +287,28 @@ def test_compare_runs_one_seed_of_the_three_cells_on_validation_then_reports_the
     monkeypatch.setattr(matrix, "run_matrix", lambda *args: calls.setdefault("matrix", args))
     monkeypatch.setattr(study.protocol_report, "main", lambda argv: calls.setdefault("report", argv) and 0)
     assert study.main(["compare", "--steps", "6", "--lr", "1e-3", "--seed", "4", "--out", str(tmp_path)]) == 0
-    task, plan, steps, runs, _, validation, results, commit = calls["matrix"]
+    task, plan, steps, runs, _, validation, results, commit, kept = calls["matrix"]
     assert (task, steps, runs, results, commit) == ("token_credit", 6, tmp_path / "runs", tmp_path / "results", False)
+    assert kept == study.KEPT_WARM_START
     assert sorted(plan) == [(cell, 1e-3, 4) for cell in ("bot_grpo", "bot_grpo_shuffled", "grpo")]
     assert validation.splits == ("val",) and validation.before
     report = calls["report"]
     assert report[report.index("--results") + 1] == str(tmp_path / "results")
+    assert report[report.index("--split") + 1] == "val"  # the study's test split stays unread
+
+
+def test_compare_runs_each_cell_at_the_studys_chosen_rate_once_the_sweep_is_committed(tmp_path):
+    sweep = tmp_path / "sweep.json"
+    runs, report = study.compare_arguments(6, None, 0, 2, 2, tmp_path, sweep=sweep)
+    assert runs[runs.index("--lrs") + 1] == "3e-05" and "--lrs-from-sweep" not in report  # no sweep yet
+    sweep.write_text("{}")
+    runs, report = study.compare_arguments(6, None, 0, 2, 2, tmp_path, sweep=sweep)
+    assert runs[runs.index("--chosen-lrs") + 1] == report[report.index("--lrs-from-sweep") + 1] == str(sweep)
+    runs, report = study.compare_arguments(6, 1e-4, 0, 2, 2, tmp_path, sweep=sweep)
+    assert runs[runs.index("--lrs") + 1] == "0.0001" and "--chosen-lrs" not in runs  # an asked rate wins
+
+
+def test_the_studys_kept_warm_start_is_a_build_of_todays_task(tmp_path):
+    """``compare`` and the queue start from it: a change of the task's settings must fail here, not in a run."""
+    root = install_warm_start(tmp_path, study.KEPT_WARM_START, task=TOKEN_CREDIT, progress=lambda message: None)
+    assert build_assets(tmp_path, task=TOKEN_CREDIT, progress=lambda message: None).root == root

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.13.0"
 BROKEN_TSX = "Here it is:\n```tsx\nexport default function App() {\n  return <div>{1 +}</div>;\n}\n```\n"
 ARITHMETIC = "17 + 25 = 42\n\n42 * 3 = 126\n\n126 - 40 = 86\n\nThe answer is \\boxed{86}."
-TSX_FILES = ("worker.mjs", "tsc7.mjs", "package.json", "package-lock.json")
+TSX_FILES = ("worker.mjs", "tsc7.mjs", "directives.mjs", "package.json", "package-lock.json")
 
 # Run by the installed interpreter, outside the clone: prints one JSON line of what it saw.
 SCRIPT = """
@@ -125,7 +125,10 @@ def test_build_makes_a_complete_sdist_and_wheel_that_twine_accepts(dist):
     ]:
         assert name in wheel, name
     assert not [name for name in wheel if name.startswith("reward_models/") or "node_modules" in name]
-    assert not [name for name in sdist if "node_modules" in name or "/bot_grpo_verl/rewards/" in name]
+    assert not [name for name in sdist if "node_modules" in name or "/reward_models/" in name]
+    assert {"bot_grpo_verl/rewards/react_tsx.py", "bot_grpo_verl/rewards/tsx/render.mjs"} <= {
+        name.partition("/")[2] for name in sdist
+    }
     version = (ROOT / "bot_grpo_verl" / "VERSION").read_text().strip()
     assert only(dist, "*.whl").name.startswith(f"bot_grpo_verl-{version}-")
     # Only the plugin is installed; the demo and the recipes it runs ship with the source.

@@ -74,12 +74,18 @@ class Cell:
 
 
 def load_cells(
-    runs: Runs, chosen: dict[str, dict], ks: tuple[int, ...], boot: int, seed: int, success: str = SOLVED
+    runs: Runs,
+    chosen: dict[str, dict],
+    ks: tuple[int, ...],
+    boot: int,
+    seed: int,
+    success: str = SOLVED,
+    split: str = TEST,
 ) -> dict[str, Cell]:
-    """Every chosen cell that has runs at its learning rate, scored on the TEST split by ``success``, with the same
+    """Every chosen cell that has runs at its learning rate, scored on ``split`` by ``success``, with the same
     problem draws for all (paired) and its own seed draws."""
     counts = {
-        cell: held_out_counts(runs[cell][info["lr"]], split_key(TEST, success))
+        cell: held_out_counts(runs[cell][info["lr"]], split_key(split, success))
         for cell, info in chosen.items()
         if info["lr"] in runs.get(cell, {})
     }
@@ -154,8 +160,9 @@ def final_report(
     seed: int = 0,
     ks: tuple[int, ...] = KS,
     success: str = SOLVED,
+    split: str = TEST,
 ) -> dict:
-    """The final comparison on the TEST split (the validation split is never read).
+    """The final comparison on the TEST split (the validation split is never read), or on ``split``.
 
     Args:
         runs: the final matrix's runs (:func:`~benchmarks.reporting.runs.read_runs` of one task).
@@ -170,13 +177,17 @@ def final_report(
         ks: the k of Pass@k (at most the samples per problem).
         success: what a sample must do to count (:data:`SUCCESSES`): the reward's ``acc``, or the task's
             stricter as-asked check where its reward can be satisfied without doing the task.
+        split: the held-out split read: TEST for a result; VAL only where the test split must stay unread (a
+            one-seed demonstration beside a registered study whose test runs are still to come).
     """
     unchosen = sorted(set(runs) - set(chosen))
     if unchosen:
         raise ValueError(f"cell(s) {unchosen} ran but have no chosen learning rate: sweep them or use --lr-from")
-    cells = load_cells(runs, chosen, ks, boot, seed, success)
+    cells = load_cells(runs, chosen, ks, boot, seed, success, split)
     if baseline not in cells:
-        raise ValueError(f"baseline {baseline!r} has no test runs at its chosen learning rate; cells: {sorted(cells)}")
+        raise ValueError(
+            f"baseline {baseline!r} has no {split} runs at its chosen learning rate; cells: {sorted(cells)}"
+        )
     level = cells[baseline].final(1)
     to_level = {name: steps_to_level(cell.steps, cell.curve(1), level) for name, cell in cells.items()}
     to_threshold = {
@@ -188,7 +199,7 @@ def final_report(
     best = max(present, key=lambda name: cells[name].final(1)[0], default=None)
     references = [(baseline, "baseline"), *([(best, "best same-information baseline")] if best else [])]
     return {
-        "split": TEST,
+        "split": split,
         "success": success,
         "ks": list(ks),
         "boot": boot,

@@ -9,11 +9,24 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.reporting.comparison import final_report
+from benchmarks.reporting.hypotheses import hypotheses_report
 from benchmarks.reporting.matrix_summary import summarize, summarize_pass_at_k
-from benchmarks.reporting.plots import plot_forest, plot_pass_at_k, plot_test_curves, plot_training_curves
+from benchmarks.reporting.plots import (
+    plot_forest,
+    plot_pass_at_k,
+    plot_steps_to_threshold,
+    plot_test_curves,
+    plot_training_curves,
+)
 from benchmarks.reporting.runs import VAL, Runs, lr_name, read_matrix, read_pass_at_k
 from benchmarks.reporting.sweep import at_grid_edge, choose_lrs, sweep_table
-from benchmarks.reporting.tables import matrix_table, pass_at_k_table, report_markdown, sweep_markdown
+from benchmarks.reporting.tables import (
+    hypotheses_markdown,
+    matrix_table,
+    pass_at_k_table,
+    report_markdown,
+    sweep_markdown,
+)
 
 NOT_REACHED = "not reached"
 
@@ -84,4 +97,17 @@ def write_report(
     (out / "summary.json").write_text(json.dumps(report, indent=2))
     (out / "summary.md").write_text(markdown)
     plot_training_curves(matrix, metric, threshold, out / "curves.png")
+    return report
+
+
+def write_hypotheses(
+    task: str, runs: Runs, chosen: dict[str, dict], threshold: float | None, out: Path, **draws
+) -> dict:
+    """hypotheses.json, hypotheses.md and (with a threshold) steps_to_threshold.png of the token-credit study's
+    final runs; ``draws`` are the bootstrap's ``boot`` and ``seed``. Returns the JSON's content."""
+    report = to_json({"task": task, **hypotheses_report(runs, chosen, threshold, **draws)})
+    write_json(out / "hypotheses.json", report)
+    (out / "hypotheses.md").write_text(hypotheses_markdown(report))
+    if threshold is not None:
+        plot_steps_to_threshold(report, out / "steps_to_threshold.png")
     return report

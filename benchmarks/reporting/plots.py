@@ -30,7 +30,7 @@ def save(figure, path: Path) -> None:
 
 
 def plot_test_curves(report: dict, path: Path) -> None:
-    """curves.png: each cell's seed-mean test Pass@1 over steps with its 95% band, the level and threshold."""
+    """curves.png: each cell's seed-mean held-out Pass@1 over steps with its 95% band, the level and threshold."""
     figure, axes = pyplot().subplots(figsize=(8, 5))
     for name, cell in report["cells"].items():
         curve = cell["curves"]["pass@1"]
@@ -39,7 +39,9 @@ def plot_test_curves(report: dict, path: Path) -> None:
     axes.axhline(report["level"]["estimate"], color="grey", linestyle="--", label=f"{report['baseline']} final")
     if report["threshold"] is not None:
         axes.axhline(report["threshold"], color="grey", linestyle=":", label="threshold")
-    axes.set(xlabel="training step", ylabel="test Pass@1", title=f"{report['task']}: held-out test Pass@1, 95% CI")
+    split = report["split"]
+    title = f"{report['task']}: held-out {split} Pass@1, 95% CI"
+    axes.set(xlabel="training step", ylabel=f"{split} Pass@1", title=title)
     axes.legend(fontsize="small")
     save(figure, path)
 
@@ -62,7 +64,7 @@ def plot_forest(report: dict, path: Path) -> None:
         axes.axvline(0, color="grey", linestyle="--")
         axes.set_yticks(rows, [entry["cell"] for entry in entries])
         axes.invert_yaxis()
-        axes.set(xlabel="test Pass@1 difference (95% CI)", title=f"vs {entries[0]['versus']} ({role})")
+        axes.set(xlabel=f"{report['split']} Pass@1 difference (95% CI)", title=f"vs {entries[0]['versus']} ({role})")
     save(figure, path)
 
 
@@ -97,4 +99,26 @@ def plot_pass_at_k(summary: dict, path: Path) -> None:
     axis.set_xlabel("k (samples per problem)")
     axis.set_ylabel("Pass@k (held-out prompts)")
     axis.legend(fontsize=8)
+    save(figure, path)
+
+
+def plot_steps_to_threshold(report: dict, path: Path) -> None:
+    """steps_to_threshold.png: each cell's steps to T with its 95% interval; a cell that does not reach T (at the
+    point estimate) is drawn at its last step as a hollow marker, its interval's unreached side open."""
+    names = list(report["cells"])
+    figure, axes = pyplot().subplots(figsize=(7, 1 + 0.4 * len(names)))
+    for row, name in enumerate(names):
+        cell = report["cells"][name]
+        steps, last = cell["steps_to_threshold"], cell["last_step"]
+        low, estimate, high = (
+            steps[key] if isinstance(steps[key], float) else last for key in ("low", "estimate", "high")
+        )
+        reached = isinstance(steps["estimate"], float)
+        axes.plot([low, high], [row, row], color="C0")
+        axes.plot(estimate, row, "o", color="C0", fillstyle="full" if reached else "none")
+        axes.annotate(f"{steps['reached']:.0%} reach", (high, row), xytext=(4, 0), textcoords="offset points",
+                      va="center", fontsize="x-small")  # fmt: skip
+    axes.set_yticks(range(len(names)), names)
+    axes.invert_yaxis()
+    axes.set(xlabel=f"training steps to test exact rate {report['threshold']} (95% CI)", title=report["task"])
     save(figure, path)

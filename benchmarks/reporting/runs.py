@@ -21,6 +21,7 @@ from benchmarks.metrics import AS_ASKED, mean_pass_at_k
 from demo.training import Curve, read_metrics
 
 VAL, TEST = "val", "test"
+SPLIT_NAMES = {VAL: "validation", TEST: "test"}
 SOLVED = "solved"
 SUCCESSES = {  # what a held-out sample must do to count
     SOLVED: "the reward's verdict (acc)",

@@ -81,3 +81,13 @@ def single_lrs(runs: Runs) -> dict[str, dict]:
     if several:
         raise ValueError(f"cell(s) {several} ran at several learning rates: give the sweep (--sweep-dir)")
     return {cell: {"lr": next(iter(by_lr)), "chosen_by": None} for cell, by_lr in runs.items()}
+
+
+EDGE_FACTOR = 3.0  # the registered edge rule's step beyond a grid's edge
+
+
+def beyond_edges(chosen: dict[str, dict], edges: dict[str, str]) -> dict[str, float]:
+    """``{cell: learning rate}`` the edge rule runs next: a third of the chosen rate where it is its grid's
+    smallest, three times it where it is the largest (``edges``: :func:`at_grid_edge`)."""
+    factors = {"smallest": 1 / EDGE_FACTOR, "largest": EDGE_FACTOR}
+    return {cell: chosen[cell]["lr"] * factors[edge] for cell, edge in sorted(edges.items())}

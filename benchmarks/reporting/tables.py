@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.reporting.runs import SUCCESSES, lr_name
+from benchmarks.reporting.runs import SPLIT_NAMES, SUCCESSES, lr_name
 from benchmarks.reporting.sweep import at_grid_edge
 
 
@@ -44,17 +44,17 @@ def interval_text(entry: dict, digits: int = 3) -> str:
 
 
 def report_markdown(report: dict) -> str:
-    """summary.md: the cells' test Pass@k and steps, and every comparison with its verdict (JSON-ready report)."""
-    ks, baseline, threshold = report["ks"], report["baseline"], report["threshold"]
+    """summary.md: the cells' held-out Pass@k and steps, and every comparison with its verdict (JSON-ready report)."""
+    ks, baseline, threshold, split = report["ks"], report["baseline"], report["threshold"], report["split"]
     best = report["best_same_information"]
     lines = [
-        f"# Protocol report: {report['task']} (test split)",
+        f"# Protocol report: {report['task']} ({SPLIT_NAMES[split]} split)",
         "",
         f"A sample counts as a success by {SUCCESSES[report['success']]}.",
         f"{report['boot']} bootstrap draws (seed {report['seed']}), 95% percentile intervals resampling seeds "
         "(each cell's own) and problems (the same for every cell, so differences are paired).",
-        f"Level: {baseline}'s final test Pass@1, {interval_text(report['level'])}. Best same-information "
-        f"baseline (best final test Pass@1 of {', '.join(report['same_information']) or 'none run'}): {best}.",
+        f"Level: {baseline}'s final {split} Pass@1, {interval_text(report['level'])}. Best same-information "
+        f"baseline (best final {split} Pass@1 of {', '.join(report['same_information']) or 'none run'}): {best}.",
         "",
         "## Cells at their learning rates (last validation)",
         "",
@@ -99,7 +99,7 @@ def report_markdown(report: dict) -> str:
         "",
         "## Comparisons (X - Y at the last validation; steps ratio: X's steps over Y's)",
         "",
-        "P(X > Y): the probability that a run of X beats a run of Y on final test Pass@1 (ties 1/2). A steps ratio "
+        f"P(X > Y): the probability that a run of X beats a run of Y on final {split} Pass@1 (ties 1/2). A steps ratio "
         "is n/a where Y never reaches the level (or starts at it), `not reached` where X never does.",
         "",
         "| X | Y | "
@@ -170,4 +170,54 @@ def pass_at_k_table(summary: dict, baseline: str) -> str:
         lines.append(
             f"| {algorithm} | " + " | ".join(cells) + f" | {'n/a' if difference is None else f'{difference:+.3f}'} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def hypotheses_markdown(report: dict) -> str:
+    """hypotheses.md: the token-credit study's cells and each registered hypothesis with its claims, measures and
+    verdict (a JSON-ready :func:`~benchmarks.reporting.hypotheses.hypotheses_report`)."""
+    threshold = report["threshold"]
+    by = f"steps to T = {threshold} (first crossing of the seed-mean test exact rate)" if threshold else None
+    lines = [
+        f"# {report['task']}: the registered hypotheses (test split)",
+        "",
+        f"{report['boot']} bootstrap draws (seed {report['seed']}), 95% percentile intervals resampling seeds and "
+        "test problems (paired over problems). "
+        + (f"Speed: {by}." if by else "No threshold (no tuned arm rose on validation): final exact rates only."),
+        "",
+        "| cell | lr | seeds | final exact rate | "
+        + ("steps to T (share of draws reaching it) | " if threshold else "")
+        + "letters right, last 20 training steps | within-group length sd (tokens) | CPU s per run | wall s per run |",
+        "| --- " * (8 + bool(threshold)) + "|",
+    ]
+    for name, cell in report["cells"].items():
+        columns = [name, lr_name(cell["lr"]), str(len(cell["seeds"])), interval_text(cell["final"])]
+        if threshold:
+            steps = cell["steps_to_threshold"]
+            columns.append(f"{interval_text(steps, 1)} ({steps['reached']:.2f})")
+        for key, digits in (("items_correct_tail", 3), ("within_group_length_std", 2), ("cpu_seconds", 0)):
+            columns.append(spread_text(cell.get(key, {"mean": None}), digits))
+        columns.append(spread_text(cell.get("wall_seconds", {"mean": None}), 0))
+        lines.append("| " + " | ".join(columns) + " |")
+    lines += [
+        "",
+        "A claim says FASTER beats SLOWER: the steps ratio SLOWER / FASTER lies above 1 and the final difference "
+        "FASTER - SLOWER above 0 (`apart`), or neither does (`level`); `reversed`: the interval lies on the other "
+        "side; `undefined`: FASTER never reaches T. Only the deciding measures (bold) decide.",
+    ]
+    for hypothesis in report["hypotheses"]:
+        lines += ["", f"## {hypothesis['name']}: {hypothesis['words']}: **{hypothesis['verdict']}**", ""]
+        if hypothesis["verdict"] == "not run":
+            lines.append(f"Not run yet: {', '.join(hypothesis['missing'])}.")
+            continue
+        lines += ["| slower | faster | expected | measure | estimate [95%] | side |", "| --- " * 6 + "|"]
+        for claim in hypothesis["claims"]:
+            expected = claim["expect"] + (f", ratio >= {claim['min_ratio']}" if claim["min_ratio"] > 1 else "")
+            for measure, values in claim["measures"].items():
+                name = f"**{measure}**" if measure in claim["deciding"] else measure
+                digits = 2 if measure == "steps to T" else 3
+                lines.append(
+                    f"| {claim['slower']} | {claim['faster']} | {expected} | {name} | "
+                    f"{interval_text(values, digits)} | {claim['sides'][measure]} |"
+                )
     return "\n".join(lines) + "\n"

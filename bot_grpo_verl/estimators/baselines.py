@@ -9,7 +9,7 @@ manager's output) and is registered with verl by :mod:`bot_grpo_verl.plugin`:
 - ``grpo_token_min``: verl's ``grpo`` on ``min_t r[i,t] + r[i,last]``: the smallest token (hence step)
   reward, PRM-min scalarisation (PURE's min-form at the sequence level), plus the reward of the response's
   last valid token, which carries the outcome when the task's reward gives the final (answer) step the
-  outcome, as ``reward_models/arithmetic_steps.py`` does.
+  outcome, as ``bot_grpo_verl/rewards/arithmetic_steps.py`` does.
 - ``ps_grpo``: DeepSeekMath's process-supervised GRPO (arXiv:2402.03300, section 4.1.3): every step reward
   of the group is normalised by the mean and std over all steps of the group, and a token's advantage is
   the sum of the normalised rewards of the steps ending at or after it. It reads the step layout

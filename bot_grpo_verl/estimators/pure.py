@@ -2,9 +2,10 @@
 
 Cheng et al. 2025, "Stop Summation: Min-Form Credit Assignment Is All Process Reward Model Needs for
 Reasoning" (arXiv:2504.15275), as the authors' code computes it (CJReinforce/PURE,
-``openrlhf/trainer/ppo_utils/experience_maker.py`` and ``openrlhf/utils/utils.py``, ``--reward_baseline token``,
-``--reward_mode PRM``). verl has no PURE; the plugin registers it as ``pure`` (``+preset=pure``), reading
-the step rewards that the ``bot_token`` manager writes with ``placement=step_end``.
+``openrlhf/trainer/ppo_utils/experience_maker.py``, ``openrlhf/utils/utils.py`` and the batch whitening of
+``openrlhf/trainer/ppo_utils/replay_buffer.py``; ``--reward_baseline token``, ``--reward_mode PRM``). verl has
+no PURE; the plugin registers it as ``pure`` (``+preset=pure``), reading the step rewards that the ``bot_token``
+manager writes with ``placement=step_end``. What differs from the authors' trainer: docs/algorithm.md.
 """
 
 from __future__ import annotations
@@ -46,10 +47,17 @@ class PUREConfig:
               valued by its worst steps (PURE's min-form credit assignment).
             - `"sum"`: plain sum, ``G[t] = sum_{j: e_j >= t} r_j``: the usual return-to-go (the sum-form
               credit PURE compares against; it lets a PRM's rewards be gamed by many small positive steps).
+        batch_whitening (`bool`, *optional*, defaults to `True`):
+            Whiten the advantages over the whole batch before the update, as the authors' trainer does
+            (``NaiveReplayBuffer.normalize("advantages")``, on unless ``--disable_advantage_normalization``; their
+            released scripts leave it on): mean and variance over the valid tokens whose advantage is not exactly 0
+            (the step-end separators, and tokens whose return is 0), ``A <- (A - mean) / sqrt(max(var, 1e-8))``,
+            and those zero tokens stay 0 (their default ``mask_separator_adv``). `False` gives the raw returns.
     """
 
     temperature: float = 0.1
     credit: str = "min"
+    batch_whitening: bool = True
 
     def __post_init__(self):
         check_option_values(
@@ -94,6 +102,7 @@ def compute_pure_advantage(
         q[i,e[i,j]] = \omega[i,j] r[i,j] - b_i n[i,j]                        (0 on every other token)
         G[i,t]      = sum_{s >= t} q[i,s]
         A[i,t]      = m[i,t] G[i,t], and 0 on the step-end tokens             (the authors' separator mask)
+        A           = whiten(A) over the batch's tokens with A != 0            (``batch_whitening``, default on)
 
     This is the authors' ``--reward_mode PRM``: the outcome enters as a step (arithmetic's answer step, or
     the one step of a response without spans). Their ``PRMVR`` also adds the verifier's outcome at EOS
@@ -136,7 +145,21 @@ def compute_pure_advantage(
         step_rewards = credited - baseline.unsqueeze(1) * tokens_before_step_end(ends, mask)
         returns = suffix_sum(step_rewards) * mask
         advantages = returns.masked_fill(ends, 0.0)
+        if options.batch_whitening:
+            advantages = whiten_over_batch(advantages, mask)
     return advantages, returns
+
+
+def whiten_over_batch(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, T): ``advantages`` ((B, T), 0 off ``mask``, (B, T) 0/1) whitened over the batch as the PURE authors'
+    ``NaiveReplayBuffer.normalize`` does it: the mean over the valid tokens with a non-zero advantage, the
+    variance's squares summed over every valid token but divided by that same count, the variance clamped at
+    1e-8, and every token with a zero advantage (or off the mask) left at 0."""
+    counted = mask.bool() & (advantages != 0)
+    count = counted.sum()
+    mean = advantages.sum() / count
+    variance = ((advantages - mean).square() * mask).sum() / count
+    return ((advantages - mean) * variance.clamp(min=1e-8).rsqrt()).where(counted, 0.0)
 
 
 def credited_step_rewards(rewards: torch.Tensor, ends: torch.Tensor, options: PUREConfig) -> torch.Tensor:

@@ -11,13 +11,21 @@ building the manager or a score selects the plugin in that process (:mod:`bot_gr
 A sample it cannot score (the function raised, or returned something outside the contract) is not raised in
 the reward worker, where verl would drop its group and carry on: :func:`failed_sample` reports it in the batch,
 and the trainer's driver stops the run with the message or leaves the sample out (``reward.bot_token.on_error``).
+The message of an exception names where the reward function raised it (file, line, function and code:
+:func:`where_it_raised`), and the worker logs its traceback once per place. An option the reward function
+refuses (:class:`~bot_grpo_verl.options.OptionError`) is a configuration error, the same for every sample: it is
+reported under :data:`REWARD_CONFIG_ERROR_KEY` and stops the run whatever ``on_error`` says.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
+import sysconfig
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +36,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.registry import register
 from verl.utils.reward_score import default_compute_score
 
-from bot_grpo_verl.options import check_option_values, options_from_config
+from bot_grpo_verl.options import OptionError, check_option_values, options_from_config
 from bot_grpo_verl.reward.alignment import token_char_ranges, token_values_from_spans
 from bot_grpo_verl.reward.step_layout import NOT_A_STEP, is_step_end, step_end_rewards, turn_end_rewards
 from bot_grpo_verl.reward.token_rewards import TOKEN_VALUE_KEYS, parse_reward_result
@@ -50,7 +58,25 @@ VERL_VALUES = {"off": None, "tool_rewards": "call_rewards", "turn_scores": "turn
 REWARD_ERROR_KEY = "bot_token_error"
 """The ``reward_extra_info`` key under which :meth:`BoTTokenRewardManager.run_single` reports a sample it could
 not score (its value: the message, a string); the trainer's driver reads it (:mod:`bot_grpo_verl.run_checks`)."""
-REWARD_ERROR_FIX = "fix the reward function (what it may return: docs/token-rewards.md#the-contract)"
+REWARD_ERROR_FIX = (
+    "fix the reward function (what it may return: docs/token-rewards.md#the-contract; "
+    "'bot-grpo-verl check-reward FILE' tries it on real rows in seconds)"
+)
+REWARD_CONFIG_ERROR_KEY = "bot_token_config_error"
+"""The ``reward_extra_info`` key of a sample whose reward function refused its options (verl's ``reward_kwargs``):
+the message, a string; the trainer's driver stops the run on it as a configuration error."""
+REWARD_CONFIG_FIX = (
+    "fix reward.custom_reward_function.reward_kwargs ('bot-grpo-verl check-reward FILE --reward-kwargs ...' "
+    "checks them in seconds)"
+)
+logger = logging.getLogger(__name__)
+_LOGGED_PLACES: set[tuple[str, int, str]] = set()
+NOT_THE_REWARDS = (
+    sysconfig.get_paths()["stdlib"],
+    str(Path(__file__).resolve().parent),  # the manager, the contract and the alignment
+    str(Path(inspect.getfile(RewardManagerBase)).resolve().parents[3]),  # verl
+)
+"""Files no frame of a reward function's own code is in: the standard library, this package's reward layer, verl."""
 
 
 class TokenRewardScore(float):
@@ -210,7 +236,7 @@ def aligned_token_rewards(
     elif parsed.spans:
         rewards = token_values_from_spans(ranges, parsed.spans, np.nan, len(text))
         covered = ~np.isnan(rewards)
-        rewards = np.where(covered, rewards, parsed.score)
+        rewards = np.where(covered, rewards, parsed.score if parsed.uncovered is None else parsed.uncovered)
     else:
         rewards = np.full(length, parsed.score)
         covered = np.zeros(length, dtype=bool)
@@ -276,7 +302,8 @@ def step_layout_with_info(
         rewards, covered = turn_end_rewards(turns, np.clip(parsed.turn_rewards, *clip), len(ranges)), assistant
         return rewards, reward_info(parsed, rewards[is_step_end(rewards)], covered[assistant])
     spans = tuple((start, end, float(np.clip(value, *clip))) for start, end, value in parsed.spans or ())
-    rewards, covered = step_end_rewards(ranges, spans, float(np.clip(parsed.score, *clip)), text_length)
+    uncovered = None if parsed.uncovered is None else float(np.clip(parsed.uncovered, *clip))
+    rewards, covered = step_end_rewards(ranges, spans, float(np.clip(parsed.score, *clip)), text_length, uncovered)
     steps = rewards[is_step_end(rewards) & assistant]
     return rewards, reward_info(parsed, steps, covered[assistant])
 
@@ -368,7 +395,9 @@ class BoTTokenRewardManager(RewardManagerBase):
             # ~0.2 ms at 4k tokens: inline
             rewards, info = aligned_token_rewards(result, text, ranges, self.options, assistant, calls)
         except Exception as error:
-            return failed_sample(f"bot_token reward failed for {sample}: {type(error).__name__}: {error}", valid_length)
+            return failed_sample(
+                failure_message(sample, error), valid_length, config_error=isinstance(error, OptionError)
+            )
         return {"reward_score": TokenRewardScore(info["score"], rewards), "reward_extra_info": info}
 
     @classmethod
@@ -399,19 +428,61 @@ class BoTTokenRewardManager(RewardManagerBase):
         return rm_scores
 
 
-def failed_sample(message: str, token_count: int) -> dict:
+def reward_frames(error: BaseException) -> list[traceback.FrameSummary]:
+    """The frames of ``error``'s traceback in the reward function's own code (outside :data:`NOT_THE_REWARDS`),
+    outermost first; those outside installed packages when there are any (the user's file rather than numpy's)."""
+    frames = [
+        frame for frame in traceback.extract_tb(error.__traceback__) if not frame.filename.startswith(NOT_THE_REWARDS)
+    ]
+    installed = tuple(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
+    own = [frame for frame in frames if not frame.filename.startswith(installed)]
+    return own or frames
+
+
+def where_it_raised(error: BaseException) -> str | None:
+    """``FILE:LINE in FUNCTION: CODE`` of the innermost frame of the reward function's own code that ``error``
+    passed through, None when it was raised outside it (the contract check of a returned value)."""
+    frames = reward_frames(error)
+    if not frames:
+        return None
+    frame = frames[-1]
+    return f"{frame.filename}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
+
+
+def failure_message(sample: str, error: BaseException) -> str:
+    """The one-line report of a sample whose reward failed with ``error`` (where the reward raised it, if it did);
+    the traceback of the reward's own frames is logged once per place in this process."""
+    if isinstance(error, OptionError):
+        message = f"the reward function refused its options (first seen with {sample}): {error}"
+    else:
+        message = f"bot_token reward failed for {sample}: {type(error).__name__}: {error}"
+    where = where_it_raised(error)
+    if where is None:
+        return message
+    frame = reward_frames(error)[-1]
+    place = (frame.filename, frame.lineno or 0, type(error).__name__)
+    if place not in _LOGGED_PLACES:
+        _LOGGED_PLACES.add(place)
+        lines = "".join(traceback.format_list(reward_frames(error)))
+        logger.error(f"bot-grpo-verl: {message}\nTraceback of the reward function (most recent call last):\n{lines}")
+    return f"{message} (raised at {where})"
+
+
+def failed_sample(message: str, token_count: int, config_error: bool = False) -> dict:
     """:meth:`BoTTokenRewardManager.run_single`'s result for a sample it could not score: ``message`` under
     :data:`REWARD_ERROR_KEY`, NaN in place of the score and the token rewards.
 
     verl's agent loop stores the sample as any other; the trainer's driver finds the message in the batch and stops
     the run or leaves the sample out (``reward.bot_token.on_error``). NaN makes an estimator that would still see
     the sample fail rather than train on a made-up reward; ``acc`` is there for verl's group filter
-    (``algorithm.filter_groups.metric=acc``), which reads it before the driver does.
+    (``algorithm.filter_groups.metric=acc``), which reads it before the driver does. A ``config_error`` (the
+    reward function refused its options) goes under :data:`REWARD_CONFIG_ERROR_KEY` instead.
     """
     nan = float("nan")
+    key = REWARD_CONFIG_ERROR_KEY if config_error else REWARD_ERROR_KEY
     return {
         "reward_score": TokenRewardScore(nan, np.full(token_count, nan), error=message),
-        "reward_extra_info": {"acc": nan, "score": nan, REWARD_ERROR_KEY: message},
+        "reward_extra_info": {"acc": nan, "score": nan, key: message},
     }
 
 

@@ -26,14 +26,18 @@ def is_step_end(rewards):
     return (rewards != 0) | ~signbit(rewards)
 
 
-def step_end_rewards(ranges: np.ndarray, spans, score: float, text_length: int) -> tuple[np.ndarray, np.ndarray]:
+def step_end_rewards(
+    ranges: np.ndarray, spans, score: float, text_length: int, uncovered: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``step_end`` layout: one entry per step, on the step's last token; :data:`NOT_A_STEP` elsewhere.
 
     The steps are what the reward function marks: each span that owns a token (tokens owned as by
     ``token_values_from_spans``) is a step ending at the last token it owns, whatever its value (0 included).
     A response with no such span (no spans, an empty list, spans too short to own a token) is one step:
     ``score`` on its last valid token. Tokens no span owns (prose around code, an EOS without characters)
-    end no step, so the outcome is counted once: inside the spans when they carry it, else as the one step.
+    end no step, so the outcome is counted once: inside the spans when they carry it, else as the one step;
+    unless the reward function valued them (``uncovered``, not None): then they are one more step, ending at
+    the last of them.
 
     Returns:
         rewards: float64, shape (L,); covered: bool, shape (L,), the tokens assigned to a span.
@@ -44,8 +48,10 @@ def step_end_rewards(ranges: np.ndarray, spans, score: float, text_length: int) 
     rewards = np.full(len(owner), NOT_A_STEP)
     if not covered.any():
         if len(rewards):
-            rewards[-1] = score + 0.0  # + 0.0 stores a zero score as +0.0: a step
+            rewards[-1] = (score if uncovered is None else uncovered) + 0.0  # + 0.0 stores a zero as +0.0: a step
         return rewards, covered
+    if uncovered is not None and not covered.all():
+        rewards[np.flatnonzero(~covered)[-1]] = uncovered + 0.0
     last_token = np.full(len(spans), -1)
     np.maximum.at(last_token, owner[covered], np.flatnonzero(covered))
     has_token = last_token >= 0

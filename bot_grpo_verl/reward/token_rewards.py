@@ -8,7 +8,9 @@ A verl custom reward function (``compute_score(data_source, solution_str, ground
   - ``"token_rewards"``: one value per response token: the response's valid tokens in order, EOS
     included when the policy generated it;
   - ``"spans"``: ``(char_start, char_end, value)`` triples over ``solution_str``, half-open
-    ``[char_start, char_end)``; tokens that no span covers get the outcome score;
+    ``[char_start, char_end)``; tokens that no span covers get the outcome score, or ``"uncovered"``
+    where the dict gives it (a number, only beside ``spans``): the value of a token that has no characters
+    to span, such as the EOS, when its own correctness is known (e.g. "stopped at the right length");
   - ``"turn_rewards"``: one value per assistant turn of a multi-turn response, in order (a single-turn
     response is one turn); the ``bot_token`` manager places each on its turn's characters;
   - ``"call_rewards"``: one value per tool call, in order; placed on the call's characters
@@ -29,7 +31,7 @@ manager adds the sample's uid and data source and the run stops rather than trai
   float array (NumPy, or a CPU tensor), with exactly as many values as the response has tokens, assistant
   turns, tool calls.
 - A key whose value is None counts as absent; two of them present is an error; an empty ``spans`` gives
-  every token the score.
+  every token the score (``uncovered``, where given). ``uncovered`` without ``spans`` is an error.
 - Extra keys: numbers or bools (logged as 0 or 1), finite. Reserved: ``score``, ``spans`` and
   ``token_rewards`` (this contract), ``token_reward_mean`` and ``span_coverage`` (the manager logs them
   itself; a function that returns them gets an error naming them).
@@ -58,7 +60,7 @@ Span = tuple[int, int, float]
 
 TOKEN_VALUE_KEYS = ("spans", "token_rewards", "turn_rewards", "call_rewards")
 """The keys that give tokens their values; a result holds at most one of them."""
-RESERVED_KEYS = ("score", *TOKEN_VALUE_KEYS)
+RESERVED_KEYS = ("score", "uncovered", *TOKEN_VALUE_KEYS)
 LARGEST_STORABLE = float(np.finfo(np.float32).max)  # rewards are stored as float32 (rm_scores)
 MANAGER_LOG_KEYS = ("token_reward_mean", "span_coverage")  # logged by the bot_token manager itself
 
@@ -70,6 +72,7 @@ class TokenRewardResult:
     Attributes:
         score: the outcome score.
         spans: ``(char_start, char_end, value)`` over the response text, or None.
+        uncovered: the value of the tokens no span covers (None: the score); only with ``spans``.
         token_rewards: float64 array of shape (L,), one value per valid response token, or None.
         turn_rewards: float64 array of shape (T,), one value per assistant turn, or None.
         call_rewards: float64 array of shape (C,), one value per tool call, or None.
@@ -78,6 +81,7 @@ class TokenRewardResult:
 
     score: float
     spans: tuple[Span, ...] | None = None
+    uncovered: float | None = None
     token_rewards: np.ndarray | None = None
     turn_rewards: np.ndarray | None = None
     call_rewards: np.ndarray | None = None
@@ -161,11 +165,14 @@ def parse_reward_result(
     if len(given) > 1:
         raise ValueError(f"return at most one of {list(TOKEN_VALUE_KEYS)}, got {given}")
     spans = None if result.get("spans") is None else _parse_spans(result["spans"], text_length)
+    uncovered = None if result.get("uncovered") is None else _number(result["uncovered"], "uncovered")
+    if uncovered is not None and spans is None:
+        raise ValueError("'uncovered' is the value of the tokens no span covers: return it beside 'spans'")
     counts = {"token_rewards": (token_count, "response tokens"), "turn_rewards": (turn_count, "assistant turns")}
     counts["call_rewards"] = (call_count, "tool calls")
     values = {key: None if result.get(key) is None else _parse_values(result[key], key, *counts[key]) for key in counts}
     extra = {key: _extra_value(key, value) for key, value in result.items() if key not in RESERVED_KEYS}
-    return TokenRewardResult(score, spans, **values, extra=extra)
+    return TokenRewardResult(score, spans, uncovered, **values, extra=extra)
 
 
 def _parse_spans(spans, text_length: int) -> tuple[Span, ...]:

@@ -16,14 +16,17 @@ here touches its internals, after checking with :func:`~.guard.require` that the
 - :mod:`.trainer_checks`: the checks of :mod:`bot_grpo_verl.run_checks` at start-up (``PPOTrainer.init``) and
   on every sampled batch (the trainer's replay buffer), for the runs that select the plugin only; before
   ``init``, :mod:`.ray_nodes`: the plugin registered on every node of the Ray cluster;
-- :mod:`.ray_nodes` also in verl's driver (``main_ppo.run_ppo``), before the trainer is placed: applied by the
-  presets' Hydra callback (:mod:`bot_grpo_verl.driver`), not by :func:`apply_adapters`;
+- :mod:`.ray_nodes` also in verl's driver (``main_ppo.run_ppo``): the run's configuration checked before Ray starts,
+  the nodes before the trainer is placed; applied by :mod:`bot_grpo_verl.driver` (from hydra's search-path plugin and
+  the presets' callback), not by :func:`apply_adapters`;
 - :mod:`.cpu_platform` and :mod:`.cpu_patches`: the CPU mode (:mod:`bot_grpo_verl.cpu`) only, which also
   applies :mod:`.validation_metrics` (verl's validation bootstrap vectorised: same numbers, less time).
 
 :func:`apply_adapters` applies the first five once per process, when a run first selects the plugin there
 (:mod:`bot_grpo_verl.selection`); the CPU mode's are applied where the run asks for it (:mod:`bot_grpo_verl.cpu`).
-Importing this package does not import verl.
+Importing this package does not import verl. ``docs/verl-seams.md`` lists every seam with the verl internal it
+relies on, the release it was checked against and the smallest verl change that would retire it, and links the
+patches against verl (``patches/verl-0.9.1/``) that retire the small ones.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ verl 0.9.1 has no extension point for either (``verl/experimental/agent_loop/age
   token rewards of a :class:`~bot_grpo_verl.reward.manager.TokenRewardScore` instead (streaming reward path
   of the V1 trainer, training and validation). Only the ``bot_token`` manager (or a subclass) returns such a
   score, so a run that does not select it is left as verl made it.
+
+``patches/verl-0.9.1/0001-agent-loop-token-level-rewards.patch`` and ``0002-agent-loop-response-mask-to-reward-worker``
+would make both wrappers unnecessary (``docs/verl-seams.md``).
 """
 
 from __future__ import annotations

@@ -13,18 +13,20 @@ whether the plugin's estimator is registered (:func:`plugin_on_this_node`). The 
 node without the package can run it. A node where the plugin is not registered stops the run with one line naming
 the node and the fix.
 
-It runs twice in a run of ``python -m verl.trainer.main_ppo`` with a preset of the plugin: in verl's driver once
-Ray is up, before the trainer (verl's ``TaskRunner`` actor, which Ray may place on any node) is created
-(:func:`adapt_run_ppo`, applied by the presets' Hydra callback, :mod:`bot_grpo_verl.driver`); and in the trainer
-before ``PPOTrainer.init`` places workers (:mod:`.trainer_checks`), which also covers a driver of one's own. The
-checking process's own node has the plugin: only the other nodes are probed.
+It runs twice in a run of ``python -m verl.trainer.main_ppo`` that names the plugin: in verl's driver once Ray is
+up, before the trainer (verl's ``TaskRunner`` actor, which Ray may place on any node) is created (:func:`adapt_run_ppo`,
+applied by :mod:`bot_grpo_verl.driver`, which also checks the run's configuration there before Ray starts); and in
+the trainer before ``PPOTrainer.init`` places workers (:mod:`.trainer_checks`), which also covers a driver of one's
+own. The checking process's own node has the plugin: only the other nodes are probed.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from bot_grpo_verl import ESTIMATOR_NAME
 from bot_grpo_verl.verl_compat.guard import require, source_of, wrap_once
@@ -195,9 +197,16 @@ class _CheckedRunner:
         return runner_class.remote(*args, **kwargs)
 
 
-def adapt_run_ppo(main_module: ModuleType) -> None:
+def adapt_run_ppo(main_module: ModuleType, check_config: Callable[[Any], bool]) -> None:
     """Make ``run_ppo`` of verl's ``verl/trainer/main_ppo.py``, as loaded in ``main_module`` (``__main__`` under
-    ``python -m verl.trainer.main_ppo``), check the nodes before it creates the trainer (idempotent)."""
+    ``python -m verl.trainer.main_ppo``), call ``check_config(config)`` before it starts Ray, and, where that returns
+    True (the run uses the plugin), check the nodes before it creates the trainer (idempotent).
+
+    Args:
+        main_module: the module holding verl's ``main`` and ``run_ppo``.
+        check_config: raises for a configuration the run cannot train with; returns whether the run uses the
+            plugin.
+    """
     import inspect
 
     require(
@@ -211,7 +220,9 @@ def adapt_run_ppo(main_module: ModuleType) -> None:
 
     def make_wrapper(run_ppo):
         def run_ppo_checked(config, task_runner_class):
-            return run_ppo(config, _CheckedRunner(task_runner_class))
+            if check_config(config):
+                task_runner_class = _CheckedRunner(task_runner_class)
+            return run_ppo(config, task_runner_class)
 
         return run_ppo_checked
 

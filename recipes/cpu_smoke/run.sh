@@ -27,7 +27,7 @@ if [[ -z "${MODEL_PATH:-}" || -z "${TRAIN_FILES:-}" || -z "${VAL_FILES:-}" ]]; t
         esac
     done < <("$PYTHON" -m demo.assets --cache-dir .cache/demo)
 fi
-REWARD_PATH=${REWARD_PATH:-reward_models/react_tsx.py}
+REWARD_PATH=${REWARD_PATH:-bot_grpo_verl/rewards/react_tsx.py}
 REWARD_NAME=${REWARD_NAME:-compute_score}
 METRICS=${METRICS:-outputs/cpu_smoke/metrics.jsonl}
 mkdir -p "$(dirname "$METRICS")"

@@ -17,7 +17,7 @@ argument; local ``.jsonl`` / ``.json`` / ``.parquet`` files work as sources.
   ``"33"``). An unreadable file or line (not UTF-8, not JSON) raises ``DataError`` naming it; run as a
   command, each prints one ``PROBLEM:`` line and exits 1, with no file written.
 - The prompt is the problem followed by ``--instruction``, which asks for blank-line separated steps
-  (the step separator of ``reward_models/math_prm.py``) and a ``\\boxed{}`` answer.
+  (the step separator of ``bot_grpo_verl/rewards/math_prm.py``) and a ``\\boxed{}`` answer.
 - ``ground_truth`` is the answer as a string; ``extra_info`` has ``split``, ``index`` and ``question`` (the
   problem, which ``math_prm`` shows its process reward model).
 """

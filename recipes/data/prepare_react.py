@@ -10,14 +10,14 @@ request, as a string or as chat messages (the first user message is taken).
 
 Requests are stripped, blank ones dropped and duplicates kept once (both counted on stdout), then a
 seeded shuffle holds ``--test-size`` of them out as the test split. Every prompt is the system prompt
-(``--system-prompt``) plus the request. The reward (``reward_models/react_tsx.py``) compiles the answer,
+(``--system-prompt``) plus the request. The reward (``bot_grpo_verl/rewards/react_tsx.py``) compiles the answer,
 so there is no reference answer: ``ground_truth`` is empty. ``extra_info`` has ``split``, ``index`` and
 ``instruction``.
 
 Requirement specs: where your data says what each request must produce, attach it to the row as
 ``extra_info["react_spec"]`` (``{"component": "TodoList", "default_export": true, "elements": ["ul", "li"],
 "only_elements": false, "props": ["items"], "texts": ["Empty"]}``, every key optional; see
-``reward_models/react_requirements.py``) and the reward checks it: a response that is not the requested
+``bot_grpo_verl/rewards/react_requirements.py``) and the reward checks it: a response that is not the requested
 component scores 0. With a reference solution per row, ``spec_from_reference`` of its outline (the TSX
 worker's ``outline``) derives one. This script attaches none: the default dataset's requests are free-form.
 """
