@@ -88,6 +88,16 @@ def rounded_down(value: float) -> float:
     return math.floor(value * 100 + 1e-9) / 100
 
 
+def tuned_rows(sweep: dict, baseline: str) -> dict[str, dict]:
+    """``{cell: its sweep row at its chosen rate}`` of the cells the sweep tuned themselves (not borrowed rates),
+    from ``sweep.json``; ``ValueError`` when ``baseline`` is not among them."""
+    rows = {(row["cell"], row["lr"]): row for row in sweep["rows"]}
+    tuned = {cell: rows[cell, info["lr"]] for cell, info in sweep["chosen"].items() if info["chosen_by"] == cell}
+    if baseline not in tuned:
+        raise ValueError(f"the sweep chose no learning rate for {baseline!r}: its threshold is halfway to its level")
+    return tuned
+
+
 def threshold_from_sweep(sweep: dict, baseline: str = "grpo") -> dict:
     """T from the sweep's ``sweep.json`` (VALIDATION split; rows per cell and rate, and each cell's choice).
 
@@ -95,12 +105,8 @@ def threshold_from_sweep(sweep: dict, baseline: str = "grpo") -> dict:
     the sweep's runs; the tuned cell T is taken towards (``baseline``, or the best tuned cell where the baseline
     rises less than :data:`LEARNED`, or None where none does) and its last validation; T (None: no threshold).
     """
-    rows = {(row["cell"], row["lr"]): row for row in sweep["rows"]}
     start = float(np.mean([row["curve"][0] for row in sweep["rows"]]))
-    tuned = {cell: info["lr"] for cell, info in sweep["chosen"].items() if info["chosen_by"] == cell}
-    last = {cell: rows[cell, lr]["curve"][-1] for cell, lr in tuned.items()}
-    if baseline not in last:
-        raise ValueError(f"the sweep chose no learning rate for {baseline!r}: its threshold is halfway to its level")
+    last = {cell: row["curve"][-1] for cell, row in tuned_rows(sweep, baseline).items()}
     reference = baseline if last[baseline] >= start + LEARNED else max(last, key=last.get)
     if last[reference] < start + LEARNED:
         return {"start": start, "reference": None, "reference_level": None, "threshold": None}
@@ -112,7 +118,7 @@ def final_steps(sweep: dict, baseline: str = "grpo") -> dict:
     """The registered plateau rule on the sweep's ``sweep.json``: ``baseline``'s tuned validation exact rate over
     its last two validations against the two before; a rise above :data:`LEARNED` means it has not plateaued and
     the final matrix runs twice the sweep's steps. Returns ``{"rise", "final_steps"}``."""
-    row = next(row for row in sweep["rows"] if (row["cell"], row["lr"]) == (baseline, sweep["chosen"][baseline]["lr"]))
+    row = tuned_rows(sweep, baseline)[baseline]
     curve = row["curve"]
     rise = float(np.mean(curve[-2:]) - np.mean(curve[-4:-2]))
     steps = int(row["steps"][-1])
