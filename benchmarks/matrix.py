@@ -57,7 +57,7 @@ from demo.tasks import (
     TOOL_ARITHMETIC_TASK,
     Task,
 )
-from demo.token_credit import TOKEN_CREDIT, TOKEN_CREDIT_REWARD
+from demo.token_credit import TOKEN_CREDIT, TOKEN_CREDIT_PREFIX, TOKEN_CREDIT_REWARD
 from demo.training import (
     MAX_PROMPT_LENGTH,
     MAX_RESPONSE_LENGTH,
@@ -167,18 +167,22 @@ TASKS = {
     "arith_hard": CpuTask(
         ARITHMETIC_HARD, ARITHMETIC_STEPS, "reward_extra/acc/mean", 0.3, ARITHMETIC_VARIANTS, True, "solve rate"
     ),
-    # Prompts of up to 63 letters (81 tokens with the chat template), answers of up to 64 tokens with EOS.
-    "token_credit": CpuTask(
-        TOKEN_CREDIT,
-        TOKEN_CREDIT_REWARD,
-        "reward_extra/acc/mean",
-        0.5,
-        TOKEN_CREDIT_VARIANTS,
-        True,
-        "exact rate",
-        max_prompt_length=96,
-        max_response_length=72,
-    ),
+    # Prompts of up to 63 letters (81 tokens with the chat template), answers of up to 64 tokens with EOS; the
+    # free-length family's the same (H4's task: any prefix of 7 letters or more is right).
+    **{
+        task.name: CpuTask(
+            task,
+            TOKEN_CREDIT_REWARD,
+            "reward_extra/acc/mean",
+            0.5,
+            TOKEN_CREDIT_VARIANTS,
+            True,
+            "exact rate",
+            max_prompt_length=96,
+            max_response_length=72,
+        )
+        for task in (TOKEN_CREDIT, TOKEN_CREDIT_PREFIX)
+    },
 }
 
 

@@ -20,6 +20,9 @@ registered hypothesis on the final matrix's test split at that T (:mod:`benchmar
 
     python -m benchmarks.token_credit threshold
     python -m benchmarks.token_credit hypotheses
+
+``--task token_credit_prefix`` (before the command) does the same for the free-length family, H4's task (its
+results beside the main task's, under ``token_credit_prefix/``).
 """
 
 from __future__ import annotations
@@ -38,12 +41,13 @@ from benchmarks.reporting.sweep import beyond_edges
 from demo.assets import build_assets
 
 TASK = "token_credit"
+TASKS = (TASK, "token_credit_prefix")  # the main task; the free-length family (H4's)
 START_RANGE = (0.10, 0.30)  # the registered warm start's exact rate on validation samples
 COMPARED = ("grpo", "bot_grpo", "bot_grpo_shuffled")
 WARM_START_FILES = ("manifest.json", "model", "train.parquet", "val.parquet", "test.parquet")
 STUDY_RESULTS = Path(__file__).parent / "results" / "token-credit"
-STUDY_SWEEP = STUDY_RESULTS / TASK / "sweep.json"  # the registered sweep's choice
-STUDY_THRESHOLD = STUDY_RESULTS / TASK / "threshold.json"  # T, chosen on validation before any test run
+SWEEP, THRESHOLD = "sweep.json", "threshold.json"  # the registered sweep's choice; T, chosen on validation
+STUDY_SWEEP = STUDY_RESULTS / TASK / SWEEP
 KEPT_WARM_START = STUDY_RESULTS / "warm-starts" / "c2dea09be119fd63"
 UNTUNED_LR = 3e-5  # compare's rate until the sweep is committed: the sweep's smallest (3e-4 collapses GRPO in 3 steps)
 
@@ -60,9 +64,9 @@ def start_problem(metrics: dict, allowed: tuple[float, float] = START_RANGE) -> 
     )
 
 
-def warm_start(cache_dir: Path, results: Path, commit: bool) -> int:
+def warm_start(cache_dir: Path, results: Path, commit: bool, task: str = TASK) -> int:
     """``warm-start``: build, check the range, keep the build's files beside the results; 0 when the start is fine."""
-    assets = build_assets(cache_dir, task=matrix.TASKS[TASK].assets)
+    assets = build_assets(cache_dir, task=matrix.TASKS[task].assets)
     problem = start_problem(assets.metrics)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -74,7 +78,7 @@ def warm_start(cache_dir: Path, results: Path, commit: bool) -> int:
             source = assets.root / name
             (shutil.copytree if source.is_dir() else shutil.copy2)(source, kept / name)
         if commit:
-            matrix.commit(kept, f"benchmark warm start: {TASK} {assets.root.name}")
+            matrix.commit(kept, f"benchmark warm start: {task} {assets.root.name}")
     print(f"warm start {assets.root.name}: exact rate {assets.metrics['accuracy']:.3f}, kept in {kept}")
     return 0
 
@@ -141,18 +145,18 @@ def edge_rates(sweep: Path, cells: str) -> int:
     return 0
 
 
-def hypotheses(results: Path, sweep: Path, threshold_file: Path, boot: int, seed: int) -> int:
-    """``hypotheses``: every registered hypothesis decided on the final matrix's test split, written beside the
-    sweep; 1 (with the reason) when the final runs, the sweep or T is missing."""
+def hypotheses(results: Path, sweep: Path, threshold_file: Path, boot: int, seed: int, task: str = TASK) -> int:
+    """``hypotheses``: every registered hypothesis decided on ``task``'s final matrix's test split, written beside
+    the sweep; 1 (with the reason) when the final runs, the sweep or T is missing."""
     missing = [path for path in (sweep, threshold_file) if not path.exists()]
-    runs = read_runs(results).get(TASK, {})
+    runs = read_runs(results).get(task, {})
     if missing or not runs:
-        named = ", ".join(map(str, missing)) or f"final runs under {results / TASK / 'runs'}"
+        named = ", ".join(map(str, missing)) or f"final runs under {results / task / 'runs'}"
         print(f"error: {named} missing: run the sweep, `threshold`, then the final matrix", file=sys.stderr)
         return 1
     chosen = json.loads(sweep.read_text())["chosen"]
     level = json.loads(threshold_file.read_text())["threshold"]
-    report = write_hypotheses(TASK, runs, chosen, level, sweep.parent, boot=boot, seed=seed)
+    report = write_hypotheses(task, runs, chosen, level, sweep.parent, boot=boot, seed=seed)
     for entry in report["hypotheses"]:
         print(f"{entry['name']}: {entry['verdict']}")
     print(f"wrote {sweep.parent / 'hypotheses.md'}")
@@ -161,6 +165,7 @@ def hypotheses(results: Path, sweep: Path, threshold_file: Path, boot: int, seed
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=TASKS, default=TASK, help="the main task or the free-length family")
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("warm-start", help="build and check the warm start, keep its files")
     start.add_argument("--cache-dir", type=Path, default=Path(".cache/demo"))
@@ -176,26 +181,28 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("--val-n", type=int, default=2, help="samples per validation problem")
     compare.add_argument("--out", type=Path, default=Path("runs/token-credit-compare"))
     level = commands.add_parser("threshold", help="the registered threshold T from the sweep (validation only)")
-    level.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
-    level.add_argument("--out", type=Path, default=STUDY_THRESHOLD)
+    level.add_argument("--sweep", type=Path, help=f"default: the task's {STUDY_RESULTS}/TASK/{SWEEP}")
+    level.add_argument("--out", type=Path, help=f"default: {THRESHOLD} beside the sweep")
     edge = commands.add_parser("edge-rates", help="the rates the registered edge rule runs next, per edge cell")
-    edge.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
+    edge.add_argument("--sweep", type=Path, help=f"default: the task's {STUDY_RESULTS}/TASK/{SWEEP}")
     edge.add_argument("--cells", default="", help="only these cells (comma-separated; default all)")
     decide = commands.add_parser("hypotheses", help="each registered hypothesis decided on the final test runs")
-    decide.add_argument("--results", type=Path, default=STUDY_RESULTS, help="final runs: RESULTS/token_credit/runs")
-    decide.add_argument("--sweep", type=Path, default=STUDY_SWEEP)
-    decide.add_argument("--threshold-file", type=Path, default=STUDY_THRESHOLD)
+    decide.add_argument("--results", type=Path, default=STUDY_RESULTS, help="final runs: RESULTS/TASK/runs")
+    decide.add_argument("--sweep", type=Path, help=f"default: the task's {STUDY_RESULTS}/TASK/{SWEEP}")
+    decide.add_argument("--threshold-file", type=Path, help=f"default: {THRESHOLD} beside the sweep")
     decide.add_argument("--boot", type=int, default=2000, help="bootstrap draws")
     decide.add_argument("--seed", type=int, default=0, help="bootstrap random seed")
     args = parser.parse_args(argv)
+    sweep = getattr(args, "sweep", None) or STUDY_RESULTS / args.task / SWEEP
     if args.command == "warm-start":
-        return warm_start(args.cache_dir, args.results, args.commit)
+        return warm_start(args.cache_dir, args.results, args.commit, args.task)
     if args.command == "threshold":
-        return threshold(args.sweep, args.out)
+        return threshold(sweep, args.out or sweep.parent / THRESHOLD)
     if args.command == "edge-rates":
-        return edge_rates(args.sweep, args.cells)
+        return edge_rates(sweep, args.cells)
     if args.command == "hypotheses":
-        return hypotheses(args.results, args.sweep, args.threshold_file, args.boot, args.seed)
+        threshold_file = args.threshold_file or sweep.parent / THRESHOLD
+        return hypotheses(args.results, sweep, threshold_file, args.boot, args.seed, args.task)
     runs, report = compare_arguments(args.steps, args.lr, args.seed, args.test_freq, args.val_n, args.out)
     matrix.main(runs)
     status = protocol_report.main(report)

@@ -45,13 +45,13 @@ def summary(cell: str, seed: int, curve: tuple[float, ...]) -> dict:
     }
 
 
-def write_runs(results, cells=CURVES, seeds=(100, 101, 102)):
-    folder = results / "token_credit" / "runs"
+def write_runs(results, cells=CURVES, seeds=(100, 101, 102), task="token_credit"):
+    folder = results / task / "runs"
     folder.mkdir(parents=True)
     for cell, curve in cells.items():
         for seed in seeds:
-            (folder / run_file_name(cell, LR, seed)).write_text(json.dumps(summary(cell, seed, curve)))
-    return read_runs(results)["token_credit"]
+            (folder / run_file_name(cell, LR, seed)).write_text(json.dumps(summary(cell, seed, curve) | {"task": task}))
+    return read_runs(results)[task]
 
 
 def chosen(cells=CURVES):
@@ -174,3 +174,19 @@ def test_threshold_and_hypotheses_commands_write_their_files_and_refuse_what_is_
     assert "## H1: BoT-GRPO reaches the threshold" in (written / "hypotheses.md").read_text()
     assert json.loads((written / "hypotheses.json").read_text())["threshold"] == 0.3
     assert (written / "steps_to_threshold.png").stat().st_size > 0
+
+
+def test_the_free_length_familys_commands_read_its_own_sweep_and_runs_by_default(tmp_path, capsys, monkeypatch):
+    task, cells = "token_credit_prefix", {cell: CURVES[cell] for cell in ("grpo", "bot_grpo", "bot_grpo_uniform")}
+    write_runs(tmp_path, cells, task=task)
+    write_runs(tmp_path, {"bot_grpo": CURVES["grpo"]})  # the main task's: never read here
+    swept = sweep({cell: 0.5 for cell in cells}, start=0.1)
+    swept["chosen"] = {cell: info for cell, info in swept["chosen"].items() if "@" not in cell}
+    (tmp_path / task / "sweep.json").write_text(json.dumps(swept))
+    monkeypatch.setattr(token_credit, "STUDY_RESULTS", tmp_path)
+    assert token_credit.main(["--task", task, "threshold"]) == 0
+    assert json.loads((tmp_path / task / "threshold.json").read_text())["threshold"] == 0.3
+    assert token_credit.main(["--task", task, "hypotheses", "--boot", "200"]) == 0
+    decided = capsys.readouterr().out
+    assert "H4: contradicted" in decided and "H1: not run" in decided  # uniform is faster in CURVES
+    assert json.loads((tmp_path / task / "hypotheses.json").read_text())["cells"].keys() == cells.keys()

@@ -1,7 +1,9 @@
 """The token-credit task family: problem generation, the per-item reward against an independent computation, its
 label noise measured, its matrix registration, and a reduced build of its assets read by verl's RLHFDataset."""
 
+import json
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +29,7 @@ from demo.token_credit import (
     MAX_ITEMS,
     MIN_ITEMS,
     TOKEN_CREDIT,
+    TOKEN_CREDIT_PREFIX,
     Transformation,
     generate_transformations,
     transformation_metrics,
@@ -37,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = replace(DEMO_TINY, vocab_size=300, max_position_embeddings=160, max_response_tokens=72)
 
 
-def score(text, ground_truth="b f a c", **options):
-    return token_credit.compute_score("token_credit", text, ground_truth, {}, **options)
+def score(text, ground_truth="b f a c", extra_info=None, **options):
+    return token_credit.compute_score("token_credit", text, ground_truth, extra_info or {}, **options)
 
 
 def labels(result):
@@ -73,6 +76,10 @@ def test_each_kind_is_written_and_solved_as_specified():
         ("replace", ("a",), "b", "c"),
         ("replace", ("a",), "a", "a"),
         ("sort", ("a",), "a", "b"),
+        ("sort", ("a", "b"), None, None, 0),  # a right answer holds at least one letter
+        ("sort", ("a", "b"), None, None, 2, 1),  # written shorter than the minimum
+        ("sort", ("a", "b"), None, None, 1, 3),  # written longer than the list
+        ("sort", ("a", "b"), None, None, 3),  # a minimum beyond the list
     ],
 )
 def test_malformed_problems_are_refused(arguments):
@@ -95,6 +102,25 @@ def test_generated_problems_are_exact_deterministic_distinct_and_span_the_length
             "sort": sorted(letters),
         }.get(instruction) or [instruction.split()[3] if x == instruction.split()[1] else x for x in letters]
         assert problem.response.split(" ") == expected
+
+
+def test_free_length_problems_ask_for_their_minimum_and_write_prefixes_of_every_allowed_length():
+    problems = generate_transformations(600, seed=3, min_items=MIN_ITEMS)
+    assert problems == generate_transformations(600, seed=3, min_items=MIN_ITEMS)
+    assert len({problem.prompt for problem in problems}) == 600
+    spare = []  # letters each written answer leaves out
+    for problem in problems:
+        instruction, letters = problem.prompt.split(": ")
+        assert instruction.endswith(f", at least {MIN_ITEMS}") and letters.split(" ") == list(problem.items)
+        truth, info = problem.reference
+        assert truth == " ".join(problem.target) and info["min_items"] == MIN_ITEMS == problem.min_items
+        assert truth.startswith(problem.response) and MIN_ITEMS <= len(problem.response.split()) <= len(problem.items)
+        spare.append(len(problem.items) - len(problem.response.split()))
+    assert min(spare) == 0 and max(spare) > 40  # some whole answers, some far shorter
+    fixed = generate_transformations(600, seed=3)
+    assert all(problem.min_items is problem.answer_items is None for problem in fixed)
+    assert all("min_items" not in problem.reference[1] for problem in fixed)
+    assert [problem.items for problem in fixed[:1]] == [problem.items for problem in problems[:1]]  # the same draws
 
 
 def test_every_answer_letter_is_one_token_of_the_trained_tokenizer():
@@ -164,6 +190,52 @@ def test_the_reward_matches_the_independent_labels_on_random_answers():
 
 
 @pytest.mark.parametrize(
+    ("response", "expected", "stopped_right", "items_correct"),
+    [
+        ("b f", [1, 1], True, 1.0),  # a prefix of the minimum's length is right
+        ("b f a", [1, 1, 1], True, 1.0),
+        ("b f a c", [1, 1, 1, 1], True, 1.0),
+        ("b", [1], False, 0.5),  # too short: answers for the minimum's 2 letters
+        ("b f a c c", [1, 1, 1, 1, 0], False, 1.0),  # past the end
+        ("b x a", [1, 0, 1], True, 2 / 3),
+        ("", [], False, 0.0),
+    ],
+)
+def test_free_length_answers_are_right_as_any_long_enough_prefix(response, expected, stopped_right, items_correct):
+    result = score(response, extra_info={"min_items": 2})
+    assert labels(result) == expected == reference_labels(response, "b f a c")
+    assert result["uncovered"] == float(stopped_right)
+    assert result["score"] == result["acc"] == float(stopped_right and all(expected))
+    assert result["items_correct"] == pytest.approx(items_correct)
+
+
+def test_free_length_rewards_match_an_independent_check_on_random_answers():
+    rng = random.Random(5)
+    for problem in generate_transformations(200, seed=6, min_items=MIN_ITEMS):
+        truth, info = problem.reference
+        written = problem.response.split()[: rng.randint(1, len(problem.items) + 2)]
+        if rng.random() < 0.5:
+            written[rng.randrange(len(written))] = rng.choice(ALPHABET)
+        response = " ".join(written)
+        result = score(response, truth, info)
+        prefix = truth.split()[: len(written)] == written
+        assert result["score"] == float(prefix and MIN_ITEMS <= len(written) <= len(problem.items))
+        assert labels(result) == reference_labels(response, truth)
+        assert score(response, truth, info, flip=0.3)["score"] == result["score"]  # noise leaves the score exact
+
+
+@pytest.mark.parametrize("min_items", [0, 5, 2.0, True, "2", -1])
+def test_a_bad_minimum_is_refused_by_name(min_items):
+    with pytest.raises(ValueError, match="min_items"):
+        score("b f", extra_info={"min_items": min_items})
+
+
+def test_without_a_minimum_the_whole_answer_is_asked_for():
+    assert score("b f", extra_info={"min_items": None}) == score("b f") == score("b f", extra_info={"kind": "x"})
+    assert score("b f")["uncovered"] == 0.0
+
+
+@pytest.mark.parametrize(
     ("response", "expected"),
     [("b f x c", [1.0, 1.0, 0.0, 1.0, 1.0]), ("b f", [1.0, 1.0, 0.0]), ("b f a c c", [1.0, 1.0, 1.0, 1.0, 0.0, 0.0])],
     ids=["wrong letter, right stop", "stopped early", "stopped late"],
@@ -215,15 +287,20 @@ def test_sample_metrics_count_exact_answers_letters_and_lengths():
     problems = [Transformation("reverse", tuple("cafb")), Transformation("sort", tuple("cafb"))]
     metrics = transformation_metrics(["b f a c", "a b c"], problems)
     assert metrics == {"accuracy": 0.5, "item_accuracy": (1.0 + 0.75) / 2, "length_match_rate": 0.5}
+    free = [Transformation("reverse", tuple("cafb"), min_items=2), Transformation("sort", tuple("cafb"), min_items=2)]
+    metrics = transformation_metrics(["b f", "a"], free)
+    assert metrics == {"accuracy": 0.5, "item_accuracy": (1.0 + 0.5) / 2, "length_match_rate": 0.5}
 
 
 # ---------------------------------------------------------------- the matrix
 
 
+@pytest.mark.parametrize("task", ["token_credit", "token_credit_prefix"])
 @pytest.mark.parametrize(("cell", "flip"), [("bot_grpo", None), ("bot_grpo@flip10", 0.1), ("grpo@flip30", 0.3)])
-def test_the_matrix_runs_the_task_with_its_budgets_and_label_noise(cell, flip, tmp_path):
+def test_the_matrix_runs_the_task_with_its_budgets_and_label_noise(task, cell, flip, tmp_path):
     assets = type("Assets", (), {"train_parquet": "/t", "val_parquet": "/v", "test_parquet": "/s", "model_dir": "/m"})
-    config = verl_config(*matrix.run_overrides(matrix.TASKS["token_credit"], assets, cell, 0, 5, tmp_path))
+    assert matrix.TASKS[task].assets.name == task
+    config = verl_config(*matrix.run_overrides(matrix.TASKS[task], assets, cell, 0, 5, tmp_path))
     assert (config.data.max_prompt_length, config.data.max_response_length) == (96, 72)
     kwargs = dict(config.reward.custom_reward_function.get("reward_kwargs") or {})
     assert (float(kwargs["flip"]) if "flip" in kwargs else None) == flip
@@ -243,15 +320,23 @@ def test_dapo_overlong_shaping_follows_the_tasks_response_budget(tmp_path):
 # ---------------------------------------------------------------- assets
 
 
-def test_a_reduced_build_writes_disjoint_splits_verl_reads(tmp_path):
-    built = build_assets(tmp_path, task=TOKEN_CREDIT, settings=TINY, progress=lambda message: None)
+@pytest.mark.parametrize("task", [TOKEN_CREDIT, TOKEN_CREDIT_PREFIX], ids=lambda task: task.name)
+def test_a_reduced_build_writes_disjoint_splits_verl_reads(task, tmp_path):
+    built = build_assets(tmp_path, task=task, settings=TINY, progress=lambda message: None)
     frames = {split: pd.read_parquet(getattr(built, f"{split}_parquet")) for split in ("train", "val", "test")}
     prompts = {split: {row[0]["content"] for row in frame.prompt} for split, frame in frames.items()}
     assert sum(map(len, prompts.values())) == len(set.union(*prompts.values()))  # disjoint splits
+    fewest = MIN_ITEMS if task is TOKEN_CREDIT_PREFIX else None
     for row in frames["val"].itertuples():
-        problem, truth = row.prompt[0]["content"], row.reward_model["ground_truth"]
-        assert token_credit.compute_score("token_credit", truth, truth)["acc"] == 1.0
-        assert row.extra_info["items"] == len(problem.split(": ")[1].split()) == len(truth.split())
+        problem, truth, info = row.prompt[0]["content"], row.reward_model["ground_truth"], row.extra_info
+        assert info["items"] == len(problem.split(": ")[1].split()) == len(truth.split())
+        assert info.get("min_items") == fewest
+        shortest = " ".join(truth.split()[: fewest or len(truth.split())])
+        assert token_credit.compute_score("token_credit", shortest, truth, info)["acc"] == 1.0
+        assert token_credit.compute_score("token_credit", shortest[:-2], truth, info)["acc"] == 0.0
+    corpus = [json.loads(line) for line in (Path(built.root) / "sft_corpus.jsonl").read_text().splitlines()]
+    left_out = [len(line["prompt"].split(": ")[1].split()) - len(line["response"].split()) for line in corpus]
+    assert (max(left_out) > 0) == (task is TOKEN_CREDIT_PREFIX)  # the free-length corpus writes prefixes
     metrics = built.metrics
     assert {"accuracy", "item_accuracy", "length_match_rate"} <= set(metrics)
     assert metrics["solution_tokens"]["max"] <= 64 and np.isfinite(metrics["sft_loss_after"])
@@ -312,3 +397,58 @@ def test_the_studys_kept_warm_start_is_a_build_of_todays_task(tmp_path):
     """``compare`` and the queue start from it: a change of the task's settings must fail here, not in a run."""
     root = install_warm_start(tmp_path, study.KEPT_WARM_START, task=TOKEN_CREDIT, progress=lambda message: None)
     assert build_assets(tmp_path, task=TOKEN_CREDIT, progress=lambda message: None).root == root
+
+
+# ---------------------------------------------------------------- the queue
+
+FAKE_PYTHON = """#!/usr/bin/env bash
+echo "$*" >> "$CALLS"
+case "$*" in
+*" warm-start "*) mkdir -p "$BUILT" && echo '{"task": "token_credit_prefix"}' > "$BUILT/manifest.json" ;;
+*edge-rates*) echo "bot_grpo 1e-05" ;;
+*threshold.json*) echo 400 ;;
+esac
+"""
+
+
+def run_queue(repo: Path, task: str, stage: str) -> tuple[int, list[str], str]:
+    """``benchmarks/token_credit_queue.sh`` in a copy of its folder with a Python that records its calls."""
+    (repo / "benchmarks").mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "benchmarks" / "token_credit_queue.sh", repo / "benchmarks")
+    fake = repo / "python.sh"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    calls = repo / "calls.txt"
+    calls.unlink(missing_ok=True)
+    kept = repo / "benchmarks/results/token-credit/warm-starts/0123456789abcdef"
+    environment = {"PATH": "/usr/bin:/bin", "PY": str(fake), "CALLS": str(calls), "BUILT": str(kept), "TASK": task}
+    done = subprocess.run(["bash", "benchmarks/token_credit_queue.sh", stage], cwd=repo, env=environment)
+    log = (repo / "runs/token-credit/queue.log").read_text() if (repo / "runs").exists() else ""
+    return done.returncode, calls.read_text().splitlines() if calls.exists() else [], log
+
+
+def test_the_queue_builds_the_free_length_warm_start_once_then_runs_each_stage_from_it(tmp_path):
+    repo = tmp_path / "repo"
+    status, calls, log = run_queue(repo, "token_credit_prefix", "final")
+    assert status == 1 and calls == [] and "no kept warm start of token_credit_prefix" in log
+    status, calls, _ = run_queue(repo, "token_credit_prefix", "sweep")
+    kept = "--warm-start benchmarks/results/token-credit/warm-starts/0123456789abcdef"
+    assert status == 0 and len(calls) == 2
+    assert calls[0].startswith("-m benchmarks.token_credit --task token_credit_prefix warm-start")
+    assert "--task token_credit_prefix --algorithms grpo,bot_grpo,bot_grpo_uniform --lrs" in calls[1]
+    assert calls[1].endswith(kept)
+    status, calls, _ = run_queue(repo, "token_credit_prefix", "edge")  # kept: never built again
+    assert status == 0 and "--sweep benchmarks/results/token-credit/token_credit_prefix/sweep.json" in calls[0]
+    assert "--algorithms bot_grpo --lrs 1e-05" in calls[1] and calls[1].endswith(kept)
+    status, calls, _ = run_queue(repo, "token_credit_prefix", "final")
+    assert status == 0 and "token_credit_prefix/threshold.json" in calls[0]
+    assert "--algorithms grpo,bot_grpo,bot_grpo_uniform --chosen-lrs" in calls[1] and "--steps 400" in calls[1]
+
+
+def test_the_queue_runs_the_main_task_from_its_kept_warm_start_and_refuses_an_unknown_task(tmp_path):
+    status, calls, _ = run_queue(tmp_path, "token_credit", "final")
+    assert status == 0 and len(calls) == 2  # no build
+    cells = "grpo,grpo_token_mean,bot_grpo,bot_grpo_uniform,bot_grpo_shuffled,dapo,ps_grpo,pure,bot_grpo@flip10"
+    assert f"--algorithms {cells},bot_grpo@flip30 " in calls[1]
+    assert calls[1].endswith("--warm-start benchmarks/results/token-credit/warm-starts/c2dea09be119fd63")
+    assert run_queue(tmp_path, "token_credit_typo", "sweep")[:2] == (2, [])

@@ -3,7 +3,9 @@ r"""Token-credit reward for verl: every answer letter checked exactly against th
 For the token-credit tasks (in a clone, ``demo/token_credit.py`` generates them): the answer is a list of
 whitespace-separated items, the ground truth the reference list joined by single spaces. Item ``i`` of the
 response is right when it equals item ``i`` of the reference (position by position: a dropped or inserted item
-makes every later one wrong); an item past the reference's end is wrong. ::
+makes every later one wrong); an item past the reference's end is wrong. In the free-length family the row's
+``extra_info["min_items"]`` says the fewest items a right answer holds: any prefix of the reference at least that
+long is right (default: all of them). ::
 
     reward.custom_reward_function.path=bot_grpo_verl/rewards/token_credit.py
     reward.custom_reward_function.name=compute_score
@@ -12,7 +14,8 @@ makes every later one wrong); an item past the reference's end is wrong. ::
 Each item's span (the item and the whitespace before it) carries its label, 1 (right) or 0 (wrong); the score
 is the outcome, 1 when the response is exactly the reference's items, else 0. The tokens no span covers (the EOS,
 trailing whitespace) carry the stop's label (``uncovered``): 1 when the response stopped after as many items as
-the reference has, else 0, so the EOS is labelled by its own correctness, not by the outcome. With ``flip`` > 0
+the reference has (free-length: from ``min_items`` to as many), else 0, so the EOS is labelled by its own
+correctness, not by the outcome. With ``flip`` > 0
 every label (each item's and the stop's) is flipped with that probability (a noisy token scorer); the score stays
 exact. Synchronous, deterministic, thread safe, linear in the response's length.
 """
@@ -20,6 +23,7 @@ exact. Synchronous, deterministic, thread safe, linear in the response's length.
 # No ``from __future__ import annotations``: verl's loader does not register this module in sys.modules,
 # and dataclasses look string annotations up there (AttributeError at load time).
 import hashlib
+import numbers
 import random
 import re
 from collections.abc import Mapping
@@ -78,6 +82,23 @@ def item_labels(items: list[str], reference: list[str]) -> list[bool]:
     return [i < len(reference) and item == reference[i] for i, item in enumerate(items)]
 
 
+def fewest_items(extra_info, reference_items: int) -> int:
+    """The fewest items a right answer holds: ``extra_info["min_items"]`` (absent or None: ``reference_items``).
+
+    Raises:
+        ValueError: a ``min_items`` that is not a whole number from 1 to ``reference_items``.
+    """
+    fewest = (extra_info or {}).get("min_items")
+    if fewest is None:
+        return reference_items
+    if isinstance(fewest, bool) or not isinstance(fewest, numbers.Integral) or not 1 <= fewest <= reference_items:
+        raise ValueError(
+            f"extra_info['min_items'] must be a whole number from 1 to the reference's {reference_items} items, "
+            f"got {fewest!r}"
+        )
+    return int(fewest)
+
+
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
     """verl reward function: per-item labels of a token-credit answer as spans, and the exact-match outcome.
 
@@ -85,20 +106,22 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         data_source: logged only (any value).
         solution_str: the decoded response (str).
         ground_truth: the reference answer, items separated by whitespace (a non-blank str).
-        extra_info: verl's per-sample dict; not used.
+        extra_info: verl's per-sample dict; its ``min_items`` (:func:`fewest_items`), if any, is read.
         **kwargs: :class:`TokenCreditConfig` options (verl's ``reward_kwargs``).
 
     Returns:
         ``{"score", "acc", "spans", "uncovered", "items", "items_correct", "length_error", "flipped"}``:
         ``score`` = ``acc`` = 1.0 when the response's items are exactly the reference's, else 0.0; ``spans`` one
         ``(start, end, label)`` per item (:func:`item_spans`); ``uncovered`` the stop's label, 1.0 when the
-        response has as many items as the reference (the labels flipped where the noise says so); ``items`` the
-        response's item count; ``items_correct`` the fraction of the reference's items the response has right
-        in place (exact labels); ``length_error`` the response's items minus the reference's; ``flipped`` the
-        fraction of labels flipped, the stop's included.
+        response has as many items as the reference (free-length: from ``min_items`` to as many; the labels
+        flipped where the noise says so); ``items`` the response's item count; ``items_correct`` the fraction of
+        the items the response answers for (its own, counted from ``min_items`` up to the reference's; without
+        ``min_items``: the reference's) that it has right in place (exact labels); ``length_error`` the response's
+        items minus the reference's; ``flipped`` the fraction of labels flipped, the stop's included.
 
     Raises:
-        ValueError: ``solution_str`` not a str, a blank or non-str ``ground_truth``, or a bad option.
+        ValueError: ``solution_str`` not a str, a blank or non-str ``ground_truth``, a bad ``min_items``, or a bad
+        option.
     """
     config = TokenCreditConfig.from_kwargs(kwargs)
     if not isinstance(solution_str, str):
@@ -106,9 +129,11 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     if not isinstance(ground_truth, str) or not ground_truth.split():
         raise ValueError(f"ground_truth must be the reference items as a non-blank string, got {ground_truth!r}")
     reference = ground_truth.split()
+    fewest = fewest_items(extra_info, len(reference))
     spans = item_spans(solution_str)
     labels = item_labels([item for _, _, item in spans], reference)
-    stopped_right = len(labels) == len(reference)
+    stopped_right = fewest <= len(labels) <= len(reference)
+    answered_for = max(fewest, min(len(labels), len(reference)))
     flips = config.flips(len(labels) + 1, ground_truth, solution_str)  # the items', then the stop's
     exact = float(stopped_right and all(labels))
     noisy = [float(label != flipped) for label, flipped in zip([*labels, stopped_right], flips, strict=True)]
@@ -118,7 +143,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         "spans": [(start, end, value) for (start, end, _), value in zip(spans, noisy[:-1], strict=True)],
         "uncovered": noisy[-1],
         "items": float(len(labels)),
-        "items_correct": sum(labels) / len(reference),
+        "items_correct": sum(labels) / answered_for,
         "length_error": float(len(labels) - len(reference)),
         "flipped": sum(flips) / len(flips),
     }
