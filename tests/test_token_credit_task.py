@@ -393,10 +393,24 @@ def test_compare_runs_each_cell_at_the_studys_chosen_rate_once_the_sweep_is_comm
     assert runs[runs.index("--lrs") + 1] == "0.0001" and "--chosen-lrs" not in runs  # an asked rate wins
 
 
-def test_the_studys_kept_warm_start_is_a_build_of_todays_task(tmp_path):
-    """``compare`` and the queue start from it: a change of the task's settings must fail here, not in a run."""
-    root = install_warm_start(tmp_path, study.KEPT_WARM_START, task=TOKEN_CREDIT, progress=lambda message: None)
-    assert build_assets(tmp_path, task=TOKEN_CREDIT, progress=lambda message: None).root == root
+def kept_warm_start(task) -> Path:
+    """The committed build of ``task`` the queue starts from (the one whose manifest names it)."""
+    (kept,) = [
+        path.parent
+        for path in (study.STUDY_RESULTS / "warm-starts").glob("*/manifest.json")
+        if json.loads(path.read_text())["task"] == task.name
+    ]
+    return kept
+
+
+@pytest.mark.parametrize("task", [TOKEN_CREDIT, TOKEN_CREDIT_PREFIX], ids=lambda task: task.name)
+def test_the_studys_kept_warm_starts_are_builds_of_todays_tasks(task, tmp_path):
+    """``compare`` and the queue start from them: a change of a task's settings must fail here, not in a run."""
+    kept = kept_warm_start(task)
+    assert task is TOKEN_CREDIT_PREFIX or kept == study.KEPT_WARM_START
+    root = install_warm_start(tmp_path, kept, task=task, progress=lambda message: None)
+    assert build_assets(tmp_path, task=task, progress=lambda message: None).root == root
+    assert study.start_problem(json.loads((kept / "manifest.json").read_text())["metrics"]) is None
 
 
 # ---------------------------------------------------------------- the queue
