@@ -49,6 +49,8 @@ STUDY_RESULTS = Path(__file__).parent / "results" / "token-credit"
 SWEEP, THRESHOLD = "sweep.json", "threshold.json"  # the registered sweep's choice; T, chosen on validation
 STUDY_SWEEP = STUDY_RESULTS / TASK / SWEEP
 KEPT_WARM_START = STUDY_RESULTS / "warm-starts" / "c2dea09be119fd63"
+# The edge rule's bound (PROTOCOL.md): at most two rates below the registered grid's smallest, one above its largest.
+EDGE_BOUNDS = (3e-5 / 9, 1e-3 * 3)
 UNTUNED_LR = 3e-5  # compare's rate until the sweep is committed: the sweep's smallest (3e-4 collapses GRPO in 3 steps)
 
 
@@ -136,12 +138,18 @@ def threshold(sweep: Path, out: Path) -> int:
 
 def edge_rates(sweep: Path, cells: str) -> int:
     """``edge-rates``: one line ``CELL RATE`` per cell of ``cells`` (comma-separated; empty: all) whose chosen
-    rate is its grid's edge, RATE the one the registered edge rule runs next (for the queue's ``edge`` stage)."""
+    rate is its grid's edge, RATE the one the registered edge rule runs next (for the queue's ``edge`` stage); a
+    cell whose next rate lies outside :data:`EDGE_BOUNDS` is named on stderr instead, "at the edge: not tuned"."""
     swept = json.loads(sweep.read_text())
     wanted = set(filter(None, cells.split(",")))
+    low, high = EDGE_BOUNDS
     for cell, lr in beyond_edges(swept["chosen"], swept["at_edge"]).items():
-        if not wanted or cell in wanted:
+        if wanted and cell not in wanted:
+            continue
+        if low * (1 - 1e-3) <= lr <= high * (1 + 1e-3):
             print(cell, lr_name(lr))
+        else:
+            print(f"{cell}: at the edge, not tuned (the bound stops the rule before {lr_name(lr)})", file=sys.stderr)
     return 0
 
 

@@ -157,6 +157,21 @@ def test_edge_rates_name_the_rate_beyond_each_edge_choice_for_the_queue(tmp_path
     assert capsys.readouterr().out.splitlines() == ["grpo 1e-05"]
 
 
+def test_the_edge_rule_stops_two_rates_below_the_grid_and_one_above(tmp_path, capsys):
+    sweep_file = tmp_path / "sweep.json"
+    chosen = {
+        "grpo": {"lr": 1e-5, "chosen_by": "grpo"},  # next 3.3e-6: the last step down
+        "pure": {"lr": 10 / 3 * 1e-6, "chosen_by": "pure"},  # next 1.1e-6: beyond the bound
+        "dapo": {"lr": 3e-3, "chosen_by": "dapo"},  # next 9e-3: beyond the bound
+    }
+    edges = {"grpo": "smallest", "pure": "smallest", "dapo": "largest"}
+    sweep_file.write_text(json.dumps({"chosen": chosen, "at_edge": edges}))
+    assert token_credit.main(["edge-rates", "--sweep", str(sweep_file)]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.splitlines() == ["grpo 3.33333e-06"]
+    assert "pure: at the edge, not tuned" in printed.err and "dapo: at the edge, not tuned" in printed.err
+
+
 def test_threshold_and_hypotheses_commands_write_their_files_and_refuse_what_is_missing(tmp_path, capsys):
     sweep_file, level_file = tmp_path / "token_credit" / "sweep.json", tmp_path / "token_credit" / "threshold.json"
     assert token_credit.main(["hypotheses", "--results", str(tmp_path), "--sweep", str(sweep_file)]) == 1
