@@ -39,9 +39,10 @@ from benchmarks.reporting.outputs import write_hypotheses, write_json
 from benchmarks.reporting.runs import lr_name, read_runs
 from benchmarks.reporting.sweep import beyond_edges
 from demo.assets import build_assets
+from demo.token_credit import TOKEN_CREDIT_PREFIX
 
 TASK = "token_credit"
-TASKS = (TASK, "token_credit_prefix")  # the main task; the free-length family (H4's)
+TASKS = (TASK, TOKEN_CREDIT_PREFIX.name)  # the main task; the free-length family (H4's)
 START_RANGE = (0.10, 0.30)  # the registered warm start's exact rate on validation samples
 COMPARED = ("grpo", "bot_grpo", "bot_grpo_shuffled")
 WARM_START_FILES = ("manifest.json", "model", "train.parquet", "val.parquet", "test.parquet")
